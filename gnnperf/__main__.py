@@ -1,0 +1,5 @@
+import sys
+
+from gnnperf.cli import main
+
+sys.exit(main())

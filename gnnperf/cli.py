@@ -1,0 +1,120 @@
+"""``gnnperf run``: the variant comparison from the command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from gnnperf.errors import GnnperfError
+
+DEFAULT_DATASET = "synthetic-cora"
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gnnperf.variants import STANDARD_VARIANTS, TrainConfig
+    defaults = TrainConfig()
+    parser = argparse.ArgumentParser(prog="gnnperf", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train and compare GCN variants")
+    run.add_argument("--variants", default=",".join(STANDARD_VARIANTS),
+                     help="comma-separated: baseline or techniques joined by + "
+                          "(default: %(default)s)")
+    run.add_argument("--dataset", default=DEFAULT_DATASET,
+                     help="cora, citeseer, synthetic-cora, synthetic-1m, ... or "
+                          "synthetic:nodes=N,degree=D,features=F,classes=C (default: %(default)s)")
+    run.add_argument("--root", help="Planetoid data root holding <Name>/raw "
+                                    "(default: $GNNPERF_DATA or ../shared/data/planetoid)")
+    run.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
+    run.add_argument("--epochs", type=int, default=defaults.epochs)
+    run.add_argument("--warmup", type=int, default=3,
+                     help="untimed epochs; the first includes compilation (default: 3)")
+    run.add_argument("--hidden", type=int, default=defaults.hidden)
+    run.add_argument("--layers", type=int, default=defaults.layers)
+    run.add_argument("--dropout", type=float, default=defaults.dropout)
+    run.add_argument("--lr", type=float, default=defaults.lr)
+    run.add_argument("--fanout", type=_int_list, default=defaults.fanout)
+    run.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    run.add_argument("--sampler", default=defaults.sampler, choices=["auto", "native", "vectorized"])
+    run.add_argument("--seed", type=int, default=defaults.seed)
+    run.add_argument("--threads", type=int, default=1,
+                     help="torch CPU threads (default: 1, the steadiest on small machines)")
+    run.add_argument("--json", type=Path, help="write results and environment to this file")
+    run.add_argument("--plot", type=Path, help="write a time-vs-memory plot (PNG) here")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def _check_output(path: Path | None, option: str) -> None:
+    if path is not None and not path.parent.resolve().is_dir():
+        raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist; create it first")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from gnnperf import report
+    from gnnperf.data import load_dataset
+    from gnnperf.measure import environment, measure_variant, resolve_device, set_threads
+    from gnnperf.variants import TrainConfig, get_variant
+
+    config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
+                         dropout=args.dropout, lr=args.lr, fanout=args.fanout,
+                         batch_size=args.batch_size, sampler=args.sampler, seed=args.seed)
+    config.validate()
+    variants = [get_variant(name).name for name in args.variants.split(",") if name.strip()]
+    if not variants:
+        raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
+    if not 1 <= args.warmup < args.epochs:
+        raise GnnperfError(f"--warmup must be in [1, --epochs), got {args.warmup}")
+    _check_output(args.json, "--json")
+    _check_output(args.plot, "--plot")
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    data = load_dataset(args.dataset, args.root, seed=args.seed)
+
+    print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
+          f"{data.num_features} features; device {device}; {args.epochs} epochs "
+          f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
+          file=sys.stderr)
+    results, failures = [], {}
+    progress = tqdm(total=len(variants) * args.epochs, unit="epoch", disable=args.no_progress,
+                    file=sys.stderr)
+    for name in variants:
+        progress.set_description(name)
+        try:
+            results.append(measure_variant(name, data, config, device, args.warmup,
+                                           on_epoch=lambda: progress.update(1)))
+        except GnnperfError as exc:
+            failures[name] = str(exc)
+            progress.write(f"error: {exc}", file=sys.stderr)
+    progress.close()
+
+    print(report.format_table(results, failures))
+    env = environment(args.seed, device)
+    if args.json:
+        payload = report.to_json(results, env, {**asdict(config), "dataset": data.name,
+                                                "warmup_epochs": args.warmup}, failures)
+        report.write_atomic(args.json, payload.encode())
+    if args.plot and results:
+        report.plot(results, args.plot, title=f"{data.name} on {env['device_name']}")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run_command(args)
+    except GnnperfError as exc:
+        print(f"gnnperf: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gnnperf: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,342 @@
+"""Honest measurement of a variant: steady-state epoch time (CUDA synchronised)
+apart from warm-up and compilation, a step's peak memory, accuracy and
+throughput. Returns dataclasses and never prints."""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+from torch_geometric.data import Data
+
+from gnnperf.errors import GnnperfError
+from gnnperf.variants import TrainConfig, TrainingRun, get_variant
+
+# glibc serves allocations above this from mmap and returns them to the OS on
+# free, so the resident-set high-water mark follows torch's CPU tensors.
+# Without a fixed threshold glibc raises it dynamically and reuses freed heap,
+# hiding a step's peak from the RSS counters.
+MMAP_THRESHOLD_BYTES = 64 * 1024
+_M_MMAP_THRESHOLD = -3
+
+
+def synchronize(device: torch.device) -> None:
+    """Waits for queued kernels so wall-clock time covers their execution."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise GnnperfError(f"unknown device {name!r}; use auto, cpu or cuda[:N]") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise GnnperfError(f"device {name!r} requested but this machine has no CUDA "
+                           f"(torch {torch.__version__}); use --device cpu or auto")
+    if device.type not in ("cpu", "cuda"):
+        raise GnnperfError(f"unsupported device {name!r}; use auto, cpu or cuda[:N]")
+    return device
+
+
+class CpuPeakMemory:
+    """Peak resident memory of a stretch of code above its starting RSS.
+
+    Resets the kernel's high-water mark (``VmHWM``) through
+    ``/proc/self/clear_refs`` and reads it back from ``/proc/self/status``.
+    ``tracemalloc`` cannot be used: it does not see torch's allocations.
+    """
+
+    def __init__(self) -> None:
+        self.available = Path("/proc/self/clear_refs").exists()
+        if self.available:
+            try:
+                libc = ctypes.CDLL("libc.so.6")
+                libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+                self._trim = libc.malloc_trim
+            except OSError:
+                self.available = False
+        self._start = 0
+
+    @staticmethod
+    def _status_kib(field_name: str) -> int:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field_name):
+                    return int(line.split()[1])
+        raise GnnperfError(f"/proc/self/status has no {field_name}")
+
+    def reset(self) -> None:
+        if not self.available:
+            return
+        self._trim(0)
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        self._start = self._status_kib("VmRSS")
+
+    def peak_bytes(self) -> int | None:
+        if not self.available:
+            return None
+        return max(0, self._status_kib("VmHWM") - self._start) * 1024
+
+
+def measure_cpu_peak(fn: Callable[[], object]) -> int | None:
+    """Bytes by which :obj:`fn` raised the resident set at its peak."""
+    probe = CpuPeakMemory()
+    probe.reset()
+    fn()
+    return probe.peak_bytes()
+
+
+@dataclass
+class Timing:
+    """Summary of repeated wall-clock samples in seconds."""
+    median: float
+    q1: float
+    q3: float
+    minimum: float
+    samples: list[float]
+
+    @classmethod
+    def of(cls, samples: list[float]) -> "Timing":
+        if len(samples) >= 2:
+            q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+        else:
+            q1 = q3 = samples[0]
+        return cls(statistics.median(samples), q1, q3, min(samples), samples)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median."""
+        return (self.q3 - self.q1) / self.median if self.median > 0 else 0.0
+
+
+@dataclass
+class VariantResult:
+    r"""What one variant measured. Metrics that do not apply are :obj:`None`.
+
+    Args:
+        epoch_time (Timing): Steady-state epoch times (after warm-up).
+        first_epoch_s (float): The first epoch, including compilation.
+        step_peak_bytes (int): Peak memory of a training step: CUDA allocated
+            bytes on GPUs (:obj:`torch.cuda.max_memory_allocated`, data and
+            model included), resident-set growth above the step's start on CPU.
+        cuda_peak_bytes (int): The CUDA figure; :obj:`None` on CPU runs.
+    """
+    variant: str
+    dataset: str
+    device: str
+    epochs: int
+    warmup_epochs: int
+    steps_per_epoch: int
+    epoch_time: Timing
+    first_epoch_s: float
+    step_peak_bytes: int | None
+    cuda_peak_bytes: int | None
+    memory_method: str
+    test_acc: float
+    val_acc: float
+    train_acc: float
+    losses: list[float]
+    seed_nodes_per_s: float
+    sampled_edges_per_s: float | None
+    compiled_graphs: int | None = None
+    graph_breaks: int | None = None
+    recompiles: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _timed(fn: Callable[[], object], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+class _EpochCounter:
+    def __init__(self) -> None:
+        self.steps = self.seeds = self.edges = 0
+        self.losses: list[float] = []
+
+
+def _run_epoch(run: TrainingRun, counter: _EpochCounter,
+               step_hook: Callable[[], None] | None = None,
+               after_step: Callable[[], None] | None = None) -> None:
+    batches: Iterator = iter(run.batches())
+    losses = []
+    while True:
+        if step_hook is not None:
+            step_hook()
+        batch = next(batches, None)
+        if batch is None:
+            break
+        losses.append(run.step(batch))
+        if after_step is not None:
+            after_step()
+        counter.steps += 1
+        counter.seeds += batch.num_seeds
+        counter.edges += batch.num_edges
+    # One host sync per epoch, after timing-relevant work is queued.
+    counter.losses.append(float(torch.stack(losses).float().mean()))
+
+
+def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
+                    device: torch.device | str = "cpu", warmup_epochs: int = 3,
+                    on_epoch: Callable[[], None] | None = None) -> VariantResult:
+    """Trains :obj:`variant` for :obj:`config.epochs` epochs and measures it.
+
+    The first epoch (compilation included) is reported as
+    :obj:`first_epoch_s`; the last warm-up epoch measures peak memory with a
+    reset before every step; the epochs after warm-up are timed one by one.
+    """
+    config = config or TrainConfig()
+    device = resolve_device(device) if isinstance(device, str) else device
+    if not 1 <= warmup_epochs < config.epochs:
+        raise GnnperfError(f"warm-up epochs must be in [1, epochs), got {warmup_epochs} "
+                           f"with {config.epochs} epochs; raise --epochs")
+    spec = get_variant(variant)
+    run = spec.build(data, config, device)
+    counter = _EpochCounter()
+    cpu_probe = CpuPeakMemory() if device.type == "cpu" else None
+    step_peaks: list[int] = []
+
+    def reset_peak() -> None:
+        if cpu_probe is not None:
+            cpu_probe.reset()
+        else:
+            synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def read_peak() -> None:
+        if cpu_probe is not None:
+            peak = cpu_probe.peak_bytes()
+        else:
+            synchronize(device)
+            peak = torch.cuda.max_memory_allocated(device)
+        if peak is not None:
+            step_peaks.append(peak)
+
+    first_epoch_s = 0.0
+    graphs_after_first = None
+    epoch_times: list[float] = []
+    steady_start = (0, 0, 0)
+    try:
+        for epoch in range(config.epochs):
+            if epoch == warmup_epochs - 1:
+                # Not timed: the probes cost a syscall or a sync per step.
+                _run_epoch(run, counter, reset_peak, read_peak)
+            else:
+                seconds = _timed(lambda: _run_epoch(run, counter), device)
+                if epoch == 0:
+                    first_epoch_s = seconds
+                    if run.compile_counter is not None:
+                        graphs_after_first = run.compile_counter.graphs
+                elif epoch >= warmup_epochs:
+                    epoch_times.append(seconds)
+            if epoch == warmup_epochs - 1:
+                steady_start = (counter.steps, counter.seeds, counter.edges)
+            if on_epoch is not None:
+                on_epoch()
+        accuracy = run.evaluate()
+    except torch.OutOfMemoryError:
+        raise GnnperfError(
+            f"out of memory in variant {variant} on {device}: lower --hidden or "
+            f"--batch-size, or use the sampled or checkpointed variants") from None
+
+    steady_epochs = len(epoch_times)
+    steps, seeds, edges = (now - before for now, before in
+                           zip((counter.steps, counter.seeds, counter.edges), steady_start))
+    timing = Timing.of(epoch_times)
+    sampled = "sampled" in variant.split("+")
+    compile_counter = run.compile_counter
+    cuda_peak = max(step_peaks) if device.type == "cuda" and step_peaks else None
+    return VariantResult(
+        variant=spec.name,
+        dataset=str(getattr(data, "name", "custom")),
+        device=str(device),
+        epochs=config.epochs,
+        warmup_epochs=warmup_epochs,
+        steps_per_epoch=steps // steady_epochs,
+        epoch_time=timing,
+        first_epoch_s=first_epoch_s,
+        step_peak_bytes=max(step_peaks) if step_peaks else None,
+        cuda_peak_bytes=cuda_peak,
+        memory_method=("cuda max_memory_allocated" if device.type == "cuda"
+                       else "RSS high-water mark above step start" if step_peaks
+                       else "unavailable"),
+        test_acc=accuracy["test"],
+        val_acc=accuracy["val"],
+        train_acc=accuracy["train"],
+        losses=counter.losses,
+        seed_nodes_per_s=seeds / steady_epochs / timing.median,
+        sampled_edges_per_s=edges / steady_epochs / timing.median if sampled else None,
+        compiled_graphs=compile_counter.graphs if compile_counter else None,
+        graph_breaks=compile_counter.graph_breaks if compile_counter else None,
+        recompiles=(compile_counter.graphs - graphs_after_first) if compile_counter else None,
+        extra=dict(run.stats),
+    )
+
+
+def set_threads(threads: int | None) -> int:
+    """Sets torch's intra-op threads (``None`` keeps the default); returns it."""
+    if threads is not None:
+        if threads < 1:
+            raise GnnperfError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def environment(seed: int, device: torch.device) -> dict:
+    """A fingerprint of everything that moves the figures."""
+    import torch_geometric
+
+    from gnnperf.sampling import native_sampler_available
+    try:
+        git = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"],
+                             cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        commit = git.stdout.strip() if git.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    if device.type == "cuda":
+        device_name = torch.cuda.get_device_name(device)
+    else:
+        device_name = _cpu_name()
+    return {
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "device": str(device),
+        "device_name": device_name,
+        "cuda": torch.version.cuda,
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "native_sampler": native_sampler_available(),
+        "git_commit": commit,
+        "seed": seed,
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

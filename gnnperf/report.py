@@ -1,0 +1,117 @@
+"""Turns measured results into a table, a JSON document and a plot."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from tabulate import tabulate
+
+from gnnperf.measure import VariantResult
+
+MIB = 2 ** 20
+
+
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    if value is None or not reference:
+        return None
+    return value / reference
+
+
+def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline") -> list[dict]:
+    """One row per variant with ratios to :obj:`reference` (when it ran)."""
+    ref = next((r for r in results if r.variant == reference), None)
+    rows = []
+    for r in results:
+        speedup = _ratio(ref.epoch_time.median, r.epoch_time.median) if ref else None
+        memory = _ratio(r.step_peak_bytes, ref.step_peak_bytes) if ref else None
+        rows.append({
+            "variant": r.variant,
+            "epoch_ms": r.epoch_time.median * 1e3,
+            "spread_pct": r.epoch_time.spread * 100,
+            "first_epoch_s": r.first_epoch_s,
+            "peak_mib": None if r.step_peak_bytes is None else r.step_peak_bytes / MIB,
+            "test_acc": r.test_acc,
+            "speedup": speedup,
+            "memory_ratio": memory,
+        })
+    return rows
+
+
+def format_table(results: Sequence[VariantResult], failures: dict[str, str] | None = None) -> str:
+    """The summary table: n/a marks what was not measured, never a zero."""
+    def fmt(value, spec):
+        return "n/a" if value is None else format(value, spec)
+
+    on_cuda = any(r.device.startswith("cuda") for r in results)
+    peak_header = "CUDA peak MiB" if on_cuda else "step peak MiB (RSS)"
+    table = [[row["variant"],
+              f"{row['epoch_ms']:.2f} ±{row['spread_pct']:.0f}%",
+              f"{row['first_epoch_s']:.2f}",
+              fmt(row["peak_mib"], ".1f"),
+              f"{row['test_acc']:.3f}",
+              fmt(row["speedup"], ".2f") + ("x" if row["speedup"] is not None else ""),
+              fmt(row["memory_ratio"], ".2f") + ("x" if row["memory_ratio"] is not None else "")]
+             for row in comparison_rows(results)]
+    for variant, error in (failures or {}).items():
+        table.append([variant, "failed", "", "", "", "", error[:60]])
+    headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", peak_header,
+               "test acc", "speed-up", "memory vs base"]
+    return tabulate(table, headers=headers, disable_numparse=True)
+
+
+def write_atomic(path: str | os.PathLike, payload: bytes) -> None:
+    """Writes via a temporary file and a rename, so a failure leaves no half file."""
+    path = Path(path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def to_json(results: Sequence[VariantResult], env: dict, config: dict,
+            failures: dict[str, str] | None = None) -> str:
+    return json.dumps({
+        "environment": env,
+        "config": config,
+        "results": [r.to_dict() for r in results],
+        "comparison": comparison_rows(results),
+        "failures": failures or {},
+    }, indent=2)
+
+
+def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> None:
+    """Time per epoch against peak memory, log axes, one labelled point per variant."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [r for r in results if r.step_peak_bytes]
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    for r in points:
+        x, y = r.step_peak_bytes / MIB, r.epoch_time.median * 1e3
+        ax.scatter(x, y, s=60)
+        ax.annotate(f"{r.variant}\nacc {r.test_acc:.3f}", (x, y), textcoords="offset points",
+                    xytext=(6, 6), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    on_cuda = any(r.device.startswith("cuda") for r in points)
+    ax.set_xlabel("CUDA peak memory per step (MiB)" if on_cuda
+                  else "step peak memory above start, RSS (MiB)")
+    ax.set_ylabel("time per epoch, median (ms)")
+    ax.set_title(title or "GCN training variants")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.margins(0.25)
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())

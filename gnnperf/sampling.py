@@ -1,0 +1,179 @@
+"""A vectorised pure-PyTorch neighbor sampler that plugs into PyG's loaders.
+
+PyG's :class:`~torch_geometric.loader.NeighborLoader` needs ``pyg-lib`` or
+``torch-sparse``, which have no wheels on plain PyPI installs. This sampler
+implements :class:`~torch_geometric.sampler.BaseSampler`, so PyG's
+:class:`~torch_geometric.loader.NodeLoader` does the batching, feature
+gathering and relabelling bookkeeping around it.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from gnnperf.errors import GnnperfError
+
+
+class VectorizedNeighborSampler(BaseSampler):
+    r"""Uniform neighbor sampling without replacement, vectorised over nodes.
+
+    For every target node of a hop it picks :obj:`min(in_degree, fanout)`
+    distinct incoming edges uniformly at random (Floyd's algorithm, run as
+    :obj:`fanout` tensor operations over all targets at once), so the cost of a
+    hop does not grow with hub degrees. Works on CPU and CUDA tensors alike:
+    the graph lives on the device of :obj:`data.edge_index`.
+
+    Output follows PyG's conventions: seed nodes first, then the nodes new in
+    each hop; edges of hop 1 before hop 2, with per-hop counts in
+    :obj:`num_sampled_nodes` / :obj:`num_sampled_edges` (what
+    :func:`~torch_geometric.utils.trim_to_layer` expects).
+
+    Args:
+        data (Data): The graph; messages flow along :obj:`edge_index[0] ->
+            edge_index[1]`.
+        num_neighbors (Sequence[int]): Fan-out per hop; ``-1`` takes all.
+        seed (int, optional): Seed of the sampler's own random generator.
+    """
+
+    def __init__(self, data: Data, num_neighbors: Sequence[int], seed: int = 0) -> None:
+        if not num_neighbors or any(k == 0 or k < -1 for k in num_neighbors):
+            raise GnnperfError(
+                f"fanout {list(num_neighbors)} is invalid; give positive sizes per hop "
+                f"(or -1 for all neighbours), e.g. --fanout 15,10")
+        self.num_neighbors = [int(k) for k in num_neighbors]
+        num_nodes = data.num_nodes
+        row, col = data.edge_index
+        device = row.device
+        # CSC over targets: the in-edges of node v are perm[colptr[v]:colptr[v+1]].
+        self.perm = torch.argsort(col, stable=True)
+        self.row_sorted = row[self.perm]
+        counts = torch.bincount(col, minlength=num_nodes)
+        self.colptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=device)
+        torch.cumsum(counts, 0, out=self.colptr[1:])
+        self.num_nodes = num_nodes
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        # Global -> local id map, reset after each batch (cheaper than a fresh
+        # num_nodes allocation per batch on large graphs).
+        self._local = torch.full((num_nodes,), -1, dtype=torch.long, device=device)
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
+        seeds = inputs.node.to(self.device)
+        node, row, col, edge, nodes_per_hop, edges_per_hop = self.sample(seeds)
+        return SamplerOutput(
+            node=node, row=row, col=col, edge=edge,
+            num_sampled_nodes=nodes_per_hop, num_sampled_edges=edges_per_hop,
+            metadata=(inputs.input_id, inputs.time))
+
+    def sample_from_edges(self, index, neg_sampling=None):  # noqa: D102
+        raise NotImplementedError("gnnperf samples from nodes only (node classification)")
+
+    @property
+    def edge_permutation(self) -> None:
+        return None  # sample() already returns original edge ids
+
+    def sample(self, seeds: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, list[int], list[int]]:
+        """Samples the computation graph of :obj:`seeds` (unique global ids).
+
+        Returns:
+            (node, row, col, edge, num_sampled_nodes, num_sampled_edges) where
+            :obj:`row`/:obj:`col` are local ids into :obj:`node` and
+            :obj:`edge` are ids into the original :obj:`edge_index`.
+        """
+        local = self._local
+        local[seeds] = torch.arange(seeds.numel(), device=self.device)
+        node_parts, row_parts, col_parts, edge_parts = [seeds], [], [], []
+        nodes_per_hop, edges_per_hop = [seeds.numel()], []
+        frontier, frontier_start, num_total = seeds, 0, seeds.numel()
+        try:
+            for fanout in self.num_neighbors:
+                positions, target_index = self._sample_hop(frontier, fanout)
+                neighbors = self.row_sorted[positions]
+                new = torch.unique(neighbors[local[neighbors] < 0])
+                local[new] = torch.arange(num_total, num_total + new.numel(), device=self.device)
+                row_parts.append(local[neighbors])
+                col_parts.append(target_index + frontier_start)
+                edge_parts.append(self.perm[positions])
+                node_parts.append(new)
+                nodes_per_hop.append(new.numel())
+                edges_per_hop.append(positions.numel())
+                frontier, frontier_start = new, num_total
+                num_total += new.numel()
+        finally:
+            node = torch.cat(node_parts)
+            local[node] = -1
+        return (node, torch.cat(row_parts), torch.cat(col_parts), torch.cat(edge_parts),
+                nodes_per_hop, edges_per_hop)
+
+    def _sample_hop(self, targets: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
+        # Returns positions into the CSC edge order and, per sampled edge, the
+        # index of its target within `targets`.
+        start = self.colptr[targets]
+        degree = self.colptr[targets + 1] - start
+        take = degree if fanout < 0 else degree.clamp(max=fanout)
+        target_index = torch.repeat_interleave(
+            torch.arange(targets.numel(), device=self.device), take)
+        slot_start = torch.cumsum(take, 0) - take
+        # Default: slot i of a target takes its i-th in-edge (all of them).
+        offset = torch.arange(target_index.numel(), device=self.device) - slot_start[target_index]
+        if fanout > 0:
+            over = (degree > fanout).nonzero().view(-1)
+            if over.numel() > 0:
+                chosen = self._floyd(degree[over], fanout)
+                slots = (slot_start[over].unsqueeze(1)
+                         + torch.arange(fanout, device=self.device)).view(-1)
+                offset[slots] = chosen.view(-1)
+        return start[target_index] + offset, target_index
+
+    def _floyd(self, degree: Tensor, k: int) -> Tensor:
+        # Floyd's algorithm for a uniform k-subset of range(degree), one row per
+        # node: step i draws r in [0, d-k+i]; a repeat is replaced by d-k+i.
+        chosen = torch.empty(degree.numel(), k, dtype=torch.long, device=self.device)
+        u = torch.rand(degree.numel(), k, generator=self.generator,
+                       device=self.device, dtype=torch.float64)
+        for i in range(k):
+            upper = degree - k + i
+            draw = (u[:, i] * (upper + 1)).long().clamp_(max=upper)
+            repeat = (chosen[:, :i] == draw.unsqueeze(1)).any(1)
+            chosen[:, i] = torch.where(repeat, upper, draw)
+        return chosen
+
+
+def native_sampler_available() -> bool:
+    """Whether PyG's own (pyg-lib / torch-sparse) neighbor sampler can run."""
+    import torch_geometric.typing as pyg_typing
+    return bool(pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE)
+
+
+def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: int,
+                         input_nodes: Tensor | None = None, shuffle: bool = True,
+                         seed: int = 0, backend: str = "auto"):
+    r"""A PyG node loader over :obj:`input_nodes` with neighbor sampling.
+
+    Args:
+        backend (str): ``"native"`` (PyG's :class:`NeighborLoader`, needs
+            pyg-lib or torch-sparse), ``"vectorized"`` (this module's sampler)
+            or ``"auto"`` (native when available).
+    """
+    from torch_geometric.loader import NeighborLoader, NodeLoader
+
+    if batch_size < 1:
+        raise GnnperfError(f"batch size must be >= 1, got {batch_size}")
+    if backend not in ("auto", "native", "vectorized"):
+        raise GnnperfError(f"unknown sampler backend {backend!r}; use auto, native or vectorized")
+    use_native = backend == "native" or (backend == "auto" and native_sampler_available()
+                                         and data.edge_index.device.type == "cpu")
+    if use_native and not native_sampler_available():
+        raise GnnperfError("native neighbor sampling needs pyg-lib or torch-sparse; "
+                           "install one or use --sampler vectorized")
+    shuffle_gen = torch.Generator().manual_seed(seed)
+    if use_native:
+        return NeighborLoader(data, num_neighbors=list(num_neighbors), batch_size=batch_size,
+                              input_nodes=input_nodes, shuffle=shuffle, generator=shuffle_gen)
+    sampler = VectorizedNeighborSampler(data, num_neighbors, seed=seed)
+    return NodeLoader(data, node_sampler=sampler, input_nodes=input_nodes,
+                      batch_size=batch_size, shuffle=shuffle, generator=shuffle_gen)

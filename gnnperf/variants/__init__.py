@@ -1,0 +1,62 @@
+"""The variant registry: a variant is ``baseline`` or techniques joined by
+``+`` (``sampled+amp+compiled``). A new technique is one :class:`Technique`
+subclass and one line in :data:`TECHNIQUES`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch_geometric.data import Data
+
+from gnnperf.errors import GnnperfError
+from gnnperf.variants.amp import Amp
+from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
+from gnnperf.variants.checkpointed import Checkpointed
+from gnnperf.variants.compiled import Compiled
+from gnnperf.variants.sampled import Sampled
+
+TECHNIQUES: dict[str, type[Technique]] = {
+    technique.name: technique
+    for technique in (Sampled, Amp, Compiled, Checkpointed)
+}
+BASELINE = "baseline"
+# The five variants of the comparison: the baseline and each technique alone.
+STANDARD_VARIANTS = [BASELINE, *TECHNIQUES]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A set of techniques with its canonical name."""
+    techniques: tuple[Technique, ...]
+
+    @property
+    def name(self) -> str:
+        return "+".join(t.name for t in self.techniques) or BASELINE
+
+    def build(self, data: Data, config: TrainConfig, device: torch.device) -> TrainingRun:
+        """A training run for this variant, seeded by :obj:`config.seed`."""
+        torch.manual_seed(config.seed)
+        run = TrainingRun(data, config, device)
+        for technique in self.techniques:
+            technique.apply(run)
+        return run
+
+
+def get_variant(name: str) -> Variant:
+    """Parses ``baseline`` or ``technique[+technique...]`` (any order)."""
+    parts = [p.strip().lower() for p in name.split("+") if p.strip()]
+    if parts == [BASELINE]:
+        return Variant(())
+    unknown = [p for p in parts if p not in TECHNIQUES]
+    if not parts or unknown:
+        raise GnnperfError(
+            f"unknown variant {name!r}; choose baseline or techniques from "
+            f"{', '.join(TECHNIQUES)} joined by + (e.g. sampled+amp)")
+    if len(set(parts)) != len(parts):
+        raise GnnperfError(f"variant {name!r} repeats a technique")
+    ordered = sorted(parts, key=lambda p: (TECHNIQUES[p].order, p))
+    return Variant(tuple(TECHNIQUES[p]() for p in ordered))
+
+
+__all__ = ["Batch", "Technique", "TrainConfig", "TrainingRun", "Variant", "TECHNIQUES",
+           "STANDARD_VARIANTS", "BASELINE", "get_variant"]

@@ -1,0 +1,169 @@
+"""What every variant shares: the training configuration, the training run
+that techniques reshape, and the technique interface."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, ContextManager, Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Data
+
+from gnnperf.errors import GnnperfError
+from gnnperf.models import GCN, normalize_graph
+
+
+@dataclass
+class TrainConfig:
+    r"""Hyper-parameters of a training run (the PyG GCN tutorial's by default).
+
+    Args:
+        epochs (int): Training epochs, warm-up included.
+        hidden (int): Hidden width.
+        layers (int): Number of GCN layers.
+        dropout (float): Dropout probability.
+        lr (float): Adam learning rate.
+        weight_decay (float): Adam weight decay.
+        fanout (tuple[int, ...]): Neighbours sampled per hop (sampled
+            variants); the last entry repeats for deeper models.
+        batch_size (int): Seed nodes per mini-batch (sampled variants).
+        sampler (str): ``auto``, ``native`` or ``vectorized``.
+        seed (int): Seed of model, dropout, shuffling and sampling.
+    """
+    epochs: int = 200
+    hidden: int = 16
+    layers: int = 2
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    fanout: tuple[int, ...] = (15, 10)
+    batch_size: int = 128
+    sampler: str = "auto"
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise GnnperfError(f"epochs must be >= 1, got {self.epochs}")
+        if self.hidden < 1 or self.layers < 1:
+            raise GnnperfError(f"hidden and layers must be >= 1, got {self.hidden}, {self.layers}")
+        if self.batch_size < 1:
+            raise GnnperfError(f"batch size must be >= 1, got {self.batch_size}")
+        if not self.fanout or any(k == 0 or k < -1 for k in self.fanout):
+            raise GnnperfError(f"fanout {list(self.fanout)} is invalid; use positive sizes "
+                               f"per hop such as 15,10 (or -1 for all neighbours)")
+        if self.lr <= 0:
+            raise GnnperfError(f"learning rate must be > 0, got {self.lr}")
+
+    def fanout_per_layer(self) -> list[int]:
+        return [self.fanout[min(i, len(self.fanout) - 1)] for i in range(self.layers)]
+
+
+@dataclass
+class Batch:
+    """One training step's input: a (sub)graph, normalised, and the nodes that
+    carry the loss (the first :obj:`num_seeds` nodes for sampled batches)."""
+    x: Tensor
+    graph: Tensor
+    edge_weight: Tensor | None
+    y: Tensor
+    loss_nodes: Tensor | slice
+    num_seeds: int
+    num_edges: int
+    extra: dict = field(default_factory=dict)
+
+
+class TrainingRun:
+    r"""A model, its optimiser and its data, shaped by a variant's techniques.
+
+    Techniques replace or wrap the hooks :meth:`batches`, :attr:`forward`,
+    :attr:`autocast` and :attr:`scaler`; :meth:`step` and :meth:`evaluate`
+    stay the same for every variant.
+    """
+
+    def __init__(self, data: Data, config: TrainConfig, device: torch.device) -> None:
+        config.validate()
+        self.config = config
+        self.device = device
+        self.data = data.to(device)
+        num_classes = int(data.y.max()) + 1
+        self.model = GCN(data.num_features, config.hidden, num_classes, config.layers,
+                         config.dropout).to(device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
+                                          weight_decay=config.weight_decay)
+        self.forward: Callable[..., Tensor] = self.model
+        self.autocast: Callable[[], ContextManager] = contextlib.nullcontext
+        self.scaler: torch.amp.GradScaler | None = None
+        self.dynamic_shapes = False  # set by techniques whose batches vary in size
+        self.graph_transform: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor | None]] = (
+            lambda edge_index, edge_weight, num_nodes: (edge_index, edge_weight))
+        self.stats: dict[str, float | int | str] = {}
+        self.compile_counter = None  # set by the compiled technique
+        self._full_graph: tuple[Tensor, Tensor | None] | None = None
+
+    # Hooks -----------------------------------------------------------------
+    def full_graph(self) -> tuple[Tensor, Tensor | None]:
+        """The whole graph, normalised once (and transformed) for reuse."""
+        if self._full_graph is None:
+            edge_index, edge_weight = normalize_graph(self.data.edge_index, self.data.num_nodes)
+            self._full_graph = self.graph_transform(edge_index, edge_weight, self.data.num_nodes)
+        return self._full_graph
+
+    def batches(self) -> Iterable[Batch]:
+        """One epoch's batches; the full graph with the training mask by default."""
+        graph, edge_weight = self.full_graph()
+        yield Batch(self.data.x, graph, edge_weight, self.data.y, self.data.train_mask,
+                    num_seeds=int(self.data.train_mask.sum()),
+                    num_edges=self.data.edge_index.size(1))
+
+    # Fixed parts -------------------------------------------------------------
+    def step(self, batch: Batch) -> Tensor:
+        """One optimiser step on :obj:`batch`; returns the (detached) loss."""
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            out = self.forward(batch.x, batch.graph, batch.edge_weight)
+            loss = F.cross_entropy(out[batch.loss_nodes], batch.y[batch.loss_nodes])
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()
+
+    def epoch(self) -> Iterator[tuple[Batch, Tensor]]:
+        """Runs one epoch, yielding each batch and its loss after its step."""
+        for batch in self.batches():
+            yield batch, self.step(batch)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Full-graph accuracy of the eager model on the train/val/test masks."""
+        self.model.eval()
+        graph, edge_weight = self.full_graph()
+        with self.autocast():
+            pred = self.model(self.data.x, graph, edge_weight).argmax(dim=-1)
+        correct = pred == self.data.y
+        return {split: float(correct[self.data[f"{split}_mask"]].float().mean())
+                for split in ("train", "val", "test")}
+
+
+class Technique:
+    r"""One training optimisation; a variant is a set of techniques.
+
+    A subclass sets :attr:`name` (the registry key), :attr:`order` (when its
+    :meth:`apply` runs relative to the others: graph/batch changes first,
+    wrappers such as compilation last) and implements :meth:`apply`.
+    """
+    name: ClassVar[str]
+    order: ClassVar[int] = 50
+    cuda_only: ClassVar[bool] = False
+
+    def apply(self, run: TrainingRun) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -1,0 +1,36 @@
+"""Neighbor-sampled mini-batches: each step trains on the sampled computation
+graphs of a batch of training nodes."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from gnnperf.models import normalize_graph
+from gnnperf.sampling import make_neighbor_loader
+from gnnperf.variants.base import Batch, Technique, TrainingRun
+
+
+class Sampled(Technique):
+    """Mini-batches from :func:`~gnnperf.sampling.make_neighbor_loader`; loss
+    and accuracy of a step use only the seed nodes (``out[:batch_size]``)."""
+    name = "sampled"
+    order = 10
+
+    def apply(self, run: TrainingRun) -> None:
+        config = run.config
+        loader = make_neighbor_loader(
+            run.data, config.fanout_per_layer(), config.batch_size,
+            input_nodes=run.data.train_mask, shuffle=True, seed=config.seed,
+            backend=config.sampler)
+        run.dynamic_shapes = True
+
+        def batches() -> Iterable[Batch]:
+            for sub in loader:
+                # Normalised per subgraph: cached full-graph weights would be wrong here.
+                edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
+                graph, edge_weight = run.graph_transform(edge_index, edge_weight, sub.num_nodes)
+                yield Batch(sub.x, graph, edge_weight, sub.y, slice(0, sub.batch_size),
+                            num_seeds=sub.batch_size, num_edges=sub.edge_index.size(1),
+                            extra={"num_sampled_nodes": sub.num_sampled_nodes,
+                                   "num_sampled_edges": sub.num_sampled_edges})
+
+        run.batches = batches
