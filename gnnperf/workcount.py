@@ -1,0 +1,218 @@
+"""Noise-free work metrics of one training step, for exact CI comparison.
+
+Wall-clock time on a shared CI machine moves by several percent between
+identical runs; the amount of *work* a step does does not. For one training
+step of a variant this module counts:
+
+* ``aten_ops``: ATen operator calls (a :class:`TorchDispatchMode` counter,
+  forward, backward and optimiser included);
+* ``flops``: floating-point operations (:class:`torch.utils.flop_counter.FlopCounterMode`;
+  matrix products and convolutions, as that module counts them);
+* ``bytes_allocated`` and ``peak_bytes``: the sum of allocations and the peak
+  of live bytes above the step's start, from the torch profiler's memory events;
+* ``compiled_graphs``, ``graph_breaks`` and ``recompiles`` for compiled variants.
+
+With a fixed seed, thread count and batch these are identical on every run, so
+any change is a structural change of the step. Everything here returns data
+and never prints. The module depends only on the stable variant API
+(:func:`gnnperf.variants.get_variant`, :class:`TrainingRun`), so the A/B gate
+can load it from the working tree and use it on an older checkout.
+"""
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+#: The metrics an exact gate compares (all integers, or None where they do not apply).
+EXACT_FIELDS = ("aten_ops", "flops", "bytes_allocated", "peak_bytes",
+                "compiled_graphs", "graph_breaks", "recompiles")
+
+
+@dataclass
+class WorkMetrics:
+    r"""The work of one training step of :obj:`variant` on :obj:`dataset`.
+
+    Args:
+        aten_ops (int): ATen operator calls in one step.
+        flops (int): FLOPs of one step (FlopCounterMode's count).
+        bytes_allocated (int): Bytes allocated during one step (profiler
+            memory events); :obj:`None` if the profiler recorded none.
+        peak_bytes (int): Peak live bytes above the step's start.
+        compiled_graphs (int): Dynamo graphs since the run was built
+            (compiled variants only, else :obj:`None`).
+        graph_breaks (int): Dynamo graph breaks since the run was built.
+        recompiles (int): Graphs compiled during the second epoch, when the
+            first epoch has already compiled everything it needs.
+        op_counts (dict): Calls per ATen operator (for diagnosing a change).
+    """
+    variant: str
+    dataset: str
+    device: str
+    threads: int
+    aten_ops: int
+    flops: int
+    bytes_allocated: int | None
+    peak_bytes: int | None
+    compiled_graphs: int | None = None
+    graph_breaks: int | None = None
+    recompiles: int | None = None
+    op_counts: dict[str, int] = field(default_factory=dict)
+
+    def exact(self) -> dict[str, int | None]:
+        """The metrics an exact gate compares."""
+        return {name: getattr(self, name) for name in EXACT_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts ATen operator calls by overload packet (``aten.mm``, ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def count_ops(fn: Callable[[], object]) -> Counter[str]:
+    """ATen calls made by :obj:`fn`, per operator."""
+    counter = OpCounter()
+    with counter:
+        fn()
+    return counter.counts
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of :obj:`fn` as :class:`FlopCounterMode` counts them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    mode = FlopCounterMode(display=False)
+    with mode:
+        fn()
+    return int(mode.get_total_flops())
+
+
+def memory_events(fn: Callable[[], object]) -> tuple[int, int] | None:
+    """Bytes allocated by :obj:`fn` and its peak of live bytes above its start,
+    from the profiler's ``[memory]`` events; :obj:`None` if there were none."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gc.collect()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    if not events:
+        return None
+    # Events of one thread; their start times order them (ties keep record order).
+    events.sort(key=lambda e: e.start_ns())
+    live = peak = allocated = 0
+    for event in events:
+        nbytes = int(event.nbytes())
+        live += nbytes
+        peak = max(peak, live)
+        if nbytes > 0:
+            allocated += nbytes
+    return allocated, peak
+
+
+@dataclass
+class StepCase:
+    """A built, warmed-up training run and the fixed batch its steps use."""
+    variant: str
+    dataset: str
+    run: Any  # gnnperf.variants.TrainingRun
+    batch: Any  # gnnperf.variants.Batch
+    graphs_after_first_epoch: int | None = None
+    recompiles: int | None = None
+
+    def step(self) -> None:
+        self.run.step(self.batch)
+
+
+def prepare_step(variant: str, data, config=None, device: torch.device | str = "cpu",
+                 warmup_epochs: int = 2) -> StepCase:
+    """Builds :obj:`variant` on :obj:`data` and trains :obj:`warmup_epochs`
+    epochs (optimiser state created, compilation done); the returned case
+    steps on the first batch of a further epoch. ``recompiles`` counts graphs
+    compiled after the first epoch."""
+    from gnnperf.variants import TrainConfig, get_variant
+
+    device = torch.device(device)
+    config = config or TrainConfig()
+    spec = get_variant(variant)
+    run = spec.build(data, config, device)
+    graphs_after_first = None
+    for epoch in range(max(1, warmup_epochs)):
+        for batch in run.batches():
+            run.step(batch)
+        if epoch == 0 and run.compile_counter is not None:
+            graphs_after_first = run.compile_counter.graphs
+    batch = next(iter(run.batches()))
+    recompiles = None
+    if run.compile_counter is not None:
+        recompiles = run.compile_counter.graphs - graphs_after_first
+    return StepCase(spec.name, str(getattr(data, "name", "custom")), run, batch,
+                    graphs_after_first, recompiles)
+
+
+def measure_work(case: StepCase) -> WorkMetrics:
+    """The work metrics of one step of :obj:`case` (three instrumented steps:
+    op count, FLOPs, memory; each on the same batch)."""
+    run = case.run
+    ops = count_ops(case.step)
+    flops = count_flops(case.step)
+    memory = memory_events(case.step)
+    counter = run.compile_counter
+    recompiles = case.recompiles
+    if counter is not None:
+        # Graphs compiled by the instrumented steps count as recompiles too.
+        recompiles = counter.graphs - case.graphs_after_first_epoch
+    return WorkMetrics(
+        variant=case.variant,
+        dataset=case.dataset,
+        device=str(run.device),
+        threads=torch.get_num_threads(),
+        aten_ops=sum(ops.values()),
+        flops=flops,
+        bytes_allocated=memory[0] if memory else None,
+        peak_bytes=memory[1] if memory else None,
+        compiled_graphs=counter.graphs if counter is not None else None,
+        graph_breaks=counter.graph_breaks if counter is not None else None,
+        recompiles=recompiles,
+        op_counts=dict(sorted(ops.items())),
+    )
+
+
+def work_metrics(variant: str, data, config=None, device: torch.device | str = "cpu",
+                 threads: int | None = 1) -> WorkMetrics:
+    """Builds, warms up and measures :obj:`variant` on :obj:`data`; sets
+    torch's intra-op threads to :obj:`threads` first (the counts of some
+    parallel kernels' scratch buffers depend on it)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return measure_work(prepare_step(variant, data, config, device))
+
+
+def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The exact metrics that differ between two :meth:`WorkMetrics.exact`
+    dicts, as ``(name, base, head)``."""
+    return [(name, base.get(name), head.get(name)) for name in EXACT_FIELDS
+            if base.get(name) != head.get(name)]
+
+
+__all__ = ["EXACT_FIELDS", "OpCounter", "StepCase", "WorkMetrics", "compare_exact",
+           "count_flops", "count_ops", "measure_work", "memory_events", "prepare_step",
+           "work_metrics"]
