@@ -19,12 +19,12 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gnnperf.variants import STANDARD_VARIANTS, TrainConfig
+    from gnnperf.variants import TrainConfig, standard_variants
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(prog="gnnperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train and compare GCN variants")
-    run.add_argument("--variants", default=",".join(STANDARD_VARIANTS),
+    run.add_argument("--variants", default=",".join(standard_variants()),
                      help="comma-separated: baseline or techniques joined by + "
                           "(default: %(default)s)")
     run.add_argument("--dataset", default=DEFAULT_DATASET,

@@ -86,8 +86,9 @@ def to_json(results: Sequence[VariantResult], env: dict, config: dict,
     }, indent=2)
 
 
-def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> None:
-    """Time per epoch against peak memory, log axes, one labelled point per variant."""
+def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> int:
+    """Time per epoch against peak memory, log axes, one labelled point per
+    variant; returns the number of points drawn."""
     import io
 
     import matplotlib
@@ -115,3 +116,4 @@ def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str =
     fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
     plt.close(fig)
     write_atomic(path, buffer.getvalue())
+    return len(points)

@@ -20,8 +20,15 @@ TECHNIQUES: dict[str, type[Technique]] = {
     for technique in (Sampled, Amp, Compiled, Checkpointed)
 }
 BASELINE = "baseline"
-# The five variants of the comparison: the baseline and each technique alone.
-STANDARD_VARIANTS = [BASELINE, *TECHNIQUES]
+
+
+def standard_variants() -> list[str]:
+    """The comparison's variants: the baseline and each registered technique
+    alone (in its :attr:`~Technique.standard_variant` form)."""
+    return [BASELINE, *(technique.standard_variant() for technique in TECHNIQUES.values())]
+
+
+STANDARD_VARIANTS = standard_variants()
 
 
 @dataclass(frozen=True)
@@ -59,4 +66,4 @@ def get_variant(name: str) -> Variant:
 
 
 __all__ = ["Batch", "Technique", "TrainConfig", "TrainingRun", "Variant", "TECHNIQUES",
-           "STANDARD_VARIANTS", "BASELINE", "get_variant"]
+           "STANDARD_VARIANTS", "BASELINE", "get_variant", "standard_variants"]

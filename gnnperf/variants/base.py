@@ -165,5 +165,11 @@ class Technique:
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError
 
+    @classmethod
+    def standard_variant(cls) -> str:
+        """The variant that shows this technique in the comparison (itself
+        alone; a technique that needs another joins it here)."""
+        return cls.name
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

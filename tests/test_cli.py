@@ -1,0 +1,119 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gnnperf import report
+from gnnperf.cli import main
+
+SMALL = ["--dataset", "synthetic:nodes=600,degree=4,features=16,classes=3",
+         "--epochs", "6", "--warmup", "2", "--no-progress"]
+
+
+def test_run_writes_table_json_and_plot(tmp_path, capsys):
+    out_json, out_png = tmp_path / "out.json", tmp_path / "out.png"
+    assert main(["run", *SMALL, "--json", str(out_json), "--plot", str(out_png)]) == 0
+    table = capsys.readouterr().out
+    for variant in ("baseline", "sampled", "amp", "compiled", "checkpointed"):
+        assert variant in table
+    doc = json.loads(out_json.read_text())
+    env = doc["environment"]
+    for key in ("torch", "torch_geometric", "python", "device_name", "threads", "git_commit", "seed"):
+        assert key in env
+    assert env["threads"] == 1 and env["device"] == "cpu"
+    assert [r["variant"] for r in doc["results"]] == [
+        "baseline", "sampled", "amp", "compiled", "checkpointed"]
+    assert all(r["cuda_peak_bytes"] is None for r in doc["results"])
+    assert doc["comparison"][0]["speedup"] == 1.0
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_draws_one_point_per_variant(tmp_path):
+    from gnnperf.data import load_dataset
+    from gnnperf.measure import measure_variant
+    from gnnperf.variants import TrainConfig
+    data = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3")
+    results = [measure_variant(v, data, TrainConfig(epochs=4), "cpu", 2)
+               for v in ("baseline", "sampled")]
+    assert report.plot(results, tmp_path / "p.png") == 2
+
+
+def test_module_entry_point_runs_offline_on_cora(tmp_path, planetoid_root):
+    out = tmp_path / "cora.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "run", "--dataset", "cora", "--root", str(planetoid_root),
+         "--variants", "baseline,sampled", "--epochs", "5", "--warmup", "2", "--no-progress",
+         "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["config"]["dataset"] == "cora"
+
+
+def _one_line_error(capsys, argv, message, tmp_path):
+    out_json = tmp_path / "never.json"
+    code = main(["run", *argv, "--json", str(out_json)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert err and err[-1].startswith("gnnperf: error:") and message in err[-1]
+    assert not out_json.exists()
+    assert not list(tmp_path.glob(".never.json*"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--variants", "baseline,warp"], "unknown variant 'warp'"),
+    (["--dataset", "pubmed"], "unknown dataset 'pubmed'"),
+    (["--epochs", "0"], "epochs must be >= 1"),
+    (["--hidden", "-4"], "hidden and layers must be >= 1"),
+    (["--batch-size", "0"], "batch size must be >= 1"),
+    (["--fanout", "0,5"], "fanout [0, 5] is invalid"),
+    (["--epochs", "3", "--warmup", "3"], "--warmup must be in [1, --epochs)"),
+    (["--threads", "0"], "threads must be >= 1"),
+])
+def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, message):
+    _one_line_error(capsys, [*SMALL, *argv], message, tmp_path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_on_cpu_machine(capsys, tmp_path):
+    _one_line_error(capsys, [*SMALL, "--device", "cuda"], "use --device cpu", tmp_path)
+
+
+def test_corrupt_data_file(capsys, tmp_path, planetoid_root, monkeypatch):
+    monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path / "cache"))
+    shutil.copytree(planetoid_root / "CiteSeer", tmp_path / "data" / "CiteSeer")
+    (tmp_path / "data" / "CiteSeer" / "raw" / "ind.citeseer.graph").write_bytes(b"\x00garbage")
+    _one_line_error(capsys, [*SMALL, "--dataset", "citeseer", "--root", str(tmp_path / "data")],
+                    "replace them with intact Planetoid files", tmp_path)
+
+
+def test_missing_data_root(capsys, tmp_path):
+    _one_line_error(capsys, [*SMALL, "--dataset", "cora", "--root", str(tmp_path / "nowhere")],
+                    "put the Planetoid raw files", tmp_path)
+
+
+def test_missing_output_folder(capsys, tmp_path):
+    code = main(["run", *SMALL, "--plot", str(tmp_path / "no" / "such" / "p.png")])
+    assert code == 2 and "does not exist; create it first" in capsys.readouterr().err
+
+
+def test_out_of_memory_is_reported_and_the_run_goes_on(capsys, tmp_path, monkeypatch):
+    from gnnperf.variants import TrainingRun
+    original = TrainingRun.step
+
+    def step(self, batch):
+        if self.model.checkpoint:
+            raise torch.OutOfMemoryError("simulated")
+        return original(self, batch)
+
+    monkeypatch.setattr(TrainingRun, "step", step)
+    out_json = tmp_path / "out.json"
+    code = main(["run", *SMALL, "--variants", "baseline,checkpointed", "--json", str(out_json)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "out of memory in variant checkpointed" in captured.err
+    assert "lower --hidden" in captured.err
+    doc = json.loads(out_json.read_text())
+    assert [r["variant"] for r in doc["results"]] == ["baseline"]
+    assert "checkpointed" in doc["failures"]

@@ -1,0 +1,125 @@
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from gnnperf.data import SyntheticSpec, synthetic_graph
+from gnnperf.errors import GnnperfError
+from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
+
+
+@pytest.fixture(scope="module")
+def hub_graph():
+    return synthetic_graph(SyntheticSpec(4000, 10.0, 8, 4, hub_exponent=1.0), seed=1)
+
+
+def _in_neighbors(data):
+    row, col = data.edge_index
+    table = [[] for _ in range(data.num_nodes)]
+    for src, dst in zip(row.tolist(), col.tolist()):
+        table[dst].append(src)
+    return table
+
+
+def _check_sample(data, fanout, seeds, seed=0):
+    sampler = VectorizedNeighborSampler(data, fanout, seed=seed)
+    node, row, col, edge, nodes_per_hop, edges_per_hop = sampler.sample(seeds)
+    neighbors = _in_neighbors(data)
+    edges = set(map(tuple, data.edge_index.t().tolist()))
+
+    assert torch.equal(node[: seeds.numel()], seeds)
+    assert node.unique().numel() == node.numel()
+    assert sum(nodes_per_hop) == node.numel() and sum(edges_per_hop) == row.numel()
+    # Every sampled edge exists, and its id points at it.
+    global_row, global_col = node[row], node[col]
+    assert all((s, t) in edges for s, t in zip(global_row.tolist(), global_col.tolist()))
+    assert torch.equal(data.edge_index[0, edge], global_row)
+    assert torch.equal(data.edge_index[1, edge], global_col)
+
+    # Per hop: each target gets min(in-degree, fanout) distinct neighbours.
+    start_edge, targets_start, targets_end = 0, 0, nodes_per_hop[0]
+    for hop, k in enumerate(fanout):
+        hop_edges = slice(start_edge, start_edge + edges_per_hop[hop])
+        hop_col, hop_row = col[hop_edges], row[hop_edges]
+        assert ((hop_col >= targets_start) & (hop_col < targets_end)).all()
+        for target in range(targets_start, targets_end):
+            picked = hop_row[hop_col == target]
+            degree = len(neighbors[int(node[target])])
+            assert picked.numel() == min(degree, k)
+            assert picked.unique().numel() == picked.numel()
+        start_edge += edges_per_hop[hop]
+        targets_start, targets_end = targets_end, targets_end + nodes_per_hop[hop + 1]
+    return node, row, col
+
+
+def test_sampler_correct_on_cora(cora):
+    seeds = torch.randperm(cora.num_nodes, generator=torch.Generator().manual_seed(0))[:64]
+    _check_sample(cora, [10, 5], seeds)
+
+
+def test_sampler_correct_on_hub_graph(hub_graph):
+    degree = torch.bincount(hub_graph.edge_index[1], minlength=hub_graph.num_nodes)
+    hubs = degree.argsort(descending=True)[:8]
+    seeds = torch.cat([hubs, torch.tensor([i for i in range(50) if i not in set(hubs.tolist())])])
+    _check_sample(hub_graph, [15, 10], seeds)
+    assert degree[hubs].min() > 15  # the hubs do exercise sampling without replacement
+
+
+@pytest.mark.parametrize("graph", ["cora", "hub_graph"])
+def test_sampling_is_uniform(graph, request):
+    data = request.getfixturevalue(graph)
+    degree = torch.bincount(data.edge_index[1], minlength=data.num_nodes)
+    target = int(degree.argmax())
+    k, trials = 5, 4000
+    sampler = VectorizedNeighborSampler(data, [k], seed=7)
+    counts = torch.zeros(data.num_nodes, dtype=torch.long)
+    seeds = torch.tensor([target])
+    for _ in range(trials):
+        node, row, *_ = sampler.sample(seeds)
+        counts.index_add_(0, node[row], torch.ones(row.numel(), dtype=torch.long))
+    neighbors = data.edge_index[0, data.edge_index[1] == target]
+    observed = counts[neighbors].double()
+    assert observed.sum() == trials * k
+    expected = torch.full_like(observed, trials * k / neighbors.numel())
+    assert chisquare(observed.numpy(), expected.numpy()).pvalue > 1e-3
+
+
+def test_sampler_is_seeded(cora):
+    seeds = torch.arange(32)
+    first = VectorizedNeighborSampler(cora, [10, 10], seed=5).sample(seeds)
+    again = VectorizedNeighborSampler(cora, [10, 10], seed=5).sample(seeds)
+    other = VectorizedNeighborSampler(cora, [10, 10], seed=6).sample(seeds)
+    assert all(torch.equal(a, b) for a, b in zip(first[:4], again[:4]))
+    assert not torch.equal(first[1], other[1])
+
+
+def test_loader_batches_seed_first(cora):
+    loader = make_neighbor_loader(cora, [10, 5], batch_size=50, input_nodes=cora.train_mask,
+                                  backend="vectorized")
+    batches = list(loader)
+    assert sum(b.batch_size for b in batches) == int(cora.train_mask.sum())
+    for batch in batches:
+        assert batch.train_mask[: batch.batch_size].all()
+        train_nodes = cora.train_mask.nonzero().view(-1)
+        assert torch.equal(batch.n_id[: batch.batch_size], train_nodes[batch.input_id])
+        assert torch.equal(batch.x, cora.x[batch.n_id])
+
+
+def test_all_neighbours_with_minus_one(cora):
+    seeds = torch.arange(20)
+    node, row, col, *_ = VectorizedNeighborSampler(cora, [-1], seed=0).sample(seeds)
+    degree = torch.bincount(cora.edge_index[1], minlength=cora.num_nodes)
+    assert row.numel() == int(degree[seeds].sum())
+
+
+@pytest.mark.parametrize("fanout", [[], [0], [-3, 2]])
+def test_bad_fanout(cora, fanout):
+    with pytest.raises(GnnperfError, match="fanout"):
+        VectorizedNeighborSampler(cora, fanout)
+
+
+def test_native_backend_without_pyg_lib_is_a_clear_error(cora):
+    import torch_geometric.typing as t
+    if t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE:
+        pytest.skip("pyg-lib or torch-sparse is installed here")
+    with pytest.raises(GnnperfError, match="use --sampler vectorized"):
+        make_neighbor_loader(cora, [5], 16, backend="native")
