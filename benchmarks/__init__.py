@@ -1,0 +1,1 @@
+"""gnnperf's asv benchmark suite (see docs/asv.md)."""

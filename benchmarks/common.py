@@ -1,0 +1,284 @@
+"""What the gnnperf asv modules share: the profile, the datasets, the device,
+and prepared training runs cached per process.
+
+The profile comes from ``$GNNPERF_ASV_PROFILE`` (``quick``, the default, for CPU
+CI; ``full`` for GPU runners), never from editing files.
+
+Benchmarks come from the working tree while gnnperf comes from each
+benchmarked commit, so everything taken from gnnperf is looked up lazily and a
+missing piece raises :class:`NotImplementedError` (asv shows n/a) instead of
+breaking discovery of the whole suite.
+
+asv_runner 0.3.2 runs ``setup`` before every timed call, so ``setup`` only
+looks things up: datasets are generated once per ``asv run`` by
+``setup_cache`` (written to files so a benchmark process loads only its own
+graph, which keeps ``peakmem_`` honest) and training runs are built once per
+process and kept in :data:`_RUNS`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+PROFILE_ENV = "GNNPERF_ASV_PROFILE"
+DEVICE_ENV = "GNNPERF_ASV_DEVICE"
+THREADS = 1  # measured on the 2-core CI machines: 2 threads ran 5x slower under load
+
+# The registry as of the first commit, for commits whose gnnperf cannot be imported.
+_FALLBACK_VARIANTS = ["baseline", "sampled", "amp", "compiled", "checkpointed"]
+try:
+    from gnnperf.variants import STANDARD_VARIANTS as _REGISTRY
+    VARIANTS: list[str] = list(_REGISTRY)
+except Exception:  # an older commit without the registry: every benchmark says n/a
+    VARIANTS = list(_FALLBACK_VARIANTS)
+
+
+def variants_with(technique: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """Registry variants that use :obj:`technique`, then :obj:`extra` ones."""
+    found = [v for v in VARIANTS if technique in v.split("+")]
+    found += [v for v in extra if v not in found]
+    return found or [technique]  # asv rejects an empty parameter list
+
+
+# Scaling graphs: about 10^4 .. 10^7 directed edges, 32 features, 8 classes.
+SCALING_GRAPHS = {
+    "1e4": "synthetic:nodes=1000,degree=10,features=32,classes=8",
+    "1e5": "synthetic:nodes=10000,degree=10,features=32,classes=8",
+    "1e6": "synthetic:nodes=100000,degree=10,features=32,classes=8",
+    "1e7": "synthetic:nodes=1000000,degree=10,features=32,classes=8",
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    r"""Sizes and repeats of one profile.
+
+    Args:
+        datasets: Graphs of the per-variant step, memory and throughput benchmarks.
+        accuracy_datasets: Graphs of the accuracy benchmark.
+        accuracy_epochs: The fixed training budget of the accuracy benchmark.
+        scaling: Keys of :data:`SCALING_GRAPHS` in the scaling module.
+        scaling_variants: Variants of the scaling module (``None``: all).
+        compile_extra: Compiled combinations benchmarked besides the registry's.
+        repeat: asv ``repeat`` of the timing benchmarks (min, max, seconds).
+        rounds: asv ``rounds`` of the timing benchmarks.
+        throughput_epochs: Epochs timed for the time per sampled edge.
+    """
+    name: str
+    datasets: tuple[str, ...]
+    accuracy_datasets: tuple[str, ...]
+    accuracy_epochs: int
+    scaling: tuple[str, ...]
+    scaling_variants: tuple[str, ...] | None
+    compile_extra: tuple[str, ...]
+    repeat: tuple[int, int, float]
+    rounds: int
+    throughput_epochs: int
+
+
+PROFILES = {
+    "quick": Profile(
+        name="quick",
+        datasets=("synthetic-cora",),
+        accuracy_datasets=("synthetic-cora",),
+        accuracy_epochs=30,
+        scaling=("1e4", "1e5"),
+        scaling_variants=("baseline", "sampled"),
+        compile_extra=(),
+        repeat=(15, 40, 6.0),
+        rounds=2,
+        throughput_epochs=3,
+    ),
+    "full": Profile(
+        name="full",
+        datasets=("cora", "citeseer", "synthetic-1m"),
+        accuracy_datasets=("cora", "citeseer"),
+        accuracy_epochs=200,
+        scaling=("1e4", "1e5", "1e6", "1e7"),
+        scaling_variants=None,
+        compile_extra=("sampled+compiled",),
+        repeat=(20, 100, 20.0),
+        rounds=4,
+        throughput_epochs=5,
+    ),
+}
+
+
+def current_profile() -> Profile:
+    name = os.environ.get(PROFILE_ENV, "quick").strip().lower() or "quick"
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
+    return PROFILES[name]
+
+
+PROFILE = current_profile()
+
+
+def scaling_variants() -> list[str]:
+    chosen = PROFILE.scaling_variants
+    return list(VARIANTS) if chosen is None else [v for v in chosen if v in VARIANTS] or list(chosen)
+
+
+# Environment -----------------------------------------------------------------
+def set_threads() -> None:
+    """Pins torch's intra-op threads (every ``setup`` calls it: cheap)."""
+    if torch.get_num_threads() != THREADS:
+        torch.set_num_threads(THREADS)
+
+
+def device() -> torch.device:
+    """``$GNNPERF_ASV_DEVICE`` (``auto`` by default: CUDA when present)."""
+    name = os.environ.get(DEVICE_ENV, "auto")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def require_cuda() -> torch.device:
+    dev = device()
+    if dev.type != "cuda":
+        raise NotImplementedError("CUDA-only metric; this machine runs on CPU")
+    return dev
+
+
+def synchronize(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _gnnperf(what: str):
+    """``gnnperf.<module>.<name>`` or :class:`NotImplementedError` on a commit that lacks it."""
+    module, _, name = what.rpartition(".")
+    try:
+        mod = __import__(f"gnnperf.{module}", fromlist=[name])
+        return getattr(mod, name)
+    except (ImportError, AttributeError) as exc:
+        raise NotImplementedError(f"this commit's gnnperf lacks {what}: {exc}") from None
+
+
+def variant(name: str):
+    """The registry's variant, or :class:`NotImplementedError` where it does not
+    exist in this commit or cannot run on this device."""
+    get_variant = _gnnperf("variants.get_variant")
+    try:
+        spec = get_variant(name)
+    except Exception as exc:  # GnnperfError: unknown in this commit
+        raise NotImplementedError(f"variant {name!r}: {exc}") from None
+    if device().type != "cuda" and any(getattr(t, "cuda_only", False) for t in spec.techniques):
+        raise NotImplementedError(f"variant {name!r} needs CUDA")
+    return spec
+
+
+def train_config(**overrides):
+    return _gnnperf("variants.TrainConfig")(**overrides)
+
+
+# Datasets ----------------------------------------------------------------------
+def _write_graphs(names: dict[str, str]) -> dict[str, str]:
+    """Generates or loads each graph once, saved to a file in asv's cache
+    directory; returns key -> path, or key -> ``"!reason"`` where unavailable."""
+    load_dataset = _gnnperf("data.load_dataset")
+    out = {}
+    for key, dataset in names.items():
+        path = Path.cwd() / f"graph-{len(out)}.pt"
+        try:
+            torch.save(load_dataset(dataset), path)
+            out[key] = str(path)
+        except Exception as exc:  # e.g. Cora's raw files absent on this runner
+            out[key] = f"!{type(exc).__name__}: {exc}"
+    return out
+
+
+def training_datasets_cache(self):
+    """``setup_cache`` of the per-variant benchmarks (one per ``asv run``,
+    shared by every class using it: asv keys it by this function's line)."""
+    names = sorted({*PROFILE.datasets, *PROFILE.accuracy_datasets})
+    try:
+        return _write_graphs({name: name for name in names})
+    except NotImplementedError as exc:
+        return {name: f"!{exc}" for name in names}
+
+
+training_datasets_cache.timeout = 600
+
+
+def scaling_graphs_cache(self):
+    """``setup_cache`` of the scaling module."""
+    try:
+        return _write_graphs({key: SCALING_GRAPHS[key] for key in PROFILE.scaling})
+    except NotImplementedError as exc:
+        return {key: f"!{exc}" for key in PROFILE.scaling}
+
+
+scaling_graphs_cache.timeout = 1200
+
+_DATA: dict[str, object] = {}
+
+
+def dataset(cache: dict, key: str):
+    """The graph :obj:`key` from a ``setup_cache`` result (kept per process)."""
+    if key not in _DATA:
+        path = cache.get(key) if isinstance(cache, dict) else None
+        if path is None or path.startswith("!"):
+            raise NotImplementedError(f"dataset {key} unavailable: {path}")
+        _DATA.clear()
+        _DATA[key] = torch.load(path, weights_only=False)
+    return _DATA[key]
+
+
+# Prepared runs -------------------------------------------------------------------
+@dataclass
+class Prepared:
+    run: object
+    batches: list
+    device: torch.device
+    cursor: int = 0
+
+    def next_batch(self):
+        batch = self.batches[self.cursor % len(self.batches)]
+        self.cursor += 1
+        return batch
+
+    def step(self) -> None:
+        """One training step on the next prepared batch, synchronised."""
+        self.run.step(self.next_batch())
+        synchronize(self.device)
+
+
+_RUNS: dict[tuple, Prepared] = {}
+
+
+def prepared(cache: dict, key: str, variant_name: str, warm: bool = True) -> Prepared:
+    """A training run of :obj:`variant_name` on graph :obj:`key` with one
+    epoch's batches materialised (sampling stays out of the step time) and,
+    when :obj:`warm`, one warm-up epoch done (compilation included)."""
+    ident = (key, variant_name, warm)
+    if ident not in _RUNS:
+        spec = variant(variant_name)
+        data = dataset(cache, key)
+        dev = device()
+        run = spec.build(data, train_config(), dev)
+        batches = list(run.batches())
+        prep = Prepared(run, batches, dev)
+        if warm:
+            for _ in batches:
+                prep.step()
+        _RUNS.clear()
+        _RUNS[ident] = prep
+    return _RUNS[ident]
+
+
+def timed_epoch(run, dev: torch.device) -> tuple[float, int]:
+    """Seconds of one full epoch (sampling included) and its edges."""
+    edges = 0
+    synchronize(dev)
+    start = time.perf_counter()
+    for batch in run.batches():
+        run.step(batch)
+        edges += int(batch.num_edges)
+    synchronize(dev)
+    return time.perf_counter() - start, edges

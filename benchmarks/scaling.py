@@ -1,0 +1,42 @@
+"""Cost growth with graph size: step time and peak memory on synthetic graphs
+of about 10^4 .. 10^7 edges (``quick``: 10^4 and 10^5), so the report shows
+whether cost per edge stays flat."""
+from __future__ import annotations
+
+from . import common
+from .common import PROFILE
+
+_VARIANTS = common.scaling_variants()
+
+
+class ScalingStep:
+    params = [list(PROFILE.scaling), _VARIANTS]
+    param_names = ["edges", "variant"]
+    setup_cache = common.scaling_graphs_cache
+    timeout = 1200
+    number = 1
+    repeat = PROFILE.repeat
+    rounds = PROFILE.rounds
+    warmup_time = 0.0
+
+    def setup(self, cache, edges, variant):
+        common.set_threads()
+        self.prep = common.prepared(cache, edges, variant, warm=True)
+
+    def time_step(self, cache, edges, variant):
+        self.prep.step()
+
+
+class ScalingMemory:
+    params = [list(PROFILE.scaling), _VARIANTS]
+    param_names = ["edges", "variant"]
+    setup_cache = common.scaling_graphs_cache
+    timeout = 1200
+
+    def setup(self, cache, edges, variant):
+        common.set_threads()
+        self.prep = common.prepared(cache, edges, variant, warm=False)
+
+    def peakmem_step(self, cache, edges, variant):
+        for _ in range(len(self.prep.batches)):
+            self.prep.step()

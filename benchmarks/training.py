@@ -1,0 +1,120 @@
+"""Per-variant training cost: step time, peak memory, accuracy after a fixed
+budget and sampled throughput, for every registry variant and the profile's
+datasets. Higher is worse for every figure here (asv's convention)."""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from . import common
+from .common import PROFILE, VARIANTS
+
+
+class TrainStep:
+    """One optimiser step on a prepared batch (sampling excluded)."""
+    params = [list(PROFILE.datasets), VARIANTS]
+    param_names = ["dataset", "variant"]
+    setup_cache = common.training_datasets_cache
+    timeout = 600
+    number = 1  # setup re-runs before each call anyway (asv_runner 0.3.2)
+    repeat = PROFILE.repeat
+    rounds = PROFILE.rounds
+    warmup_time = 0.0  # setup already ran a warm-up epoch (and compiled)
+
+    def setup(self, cache, dataset, variant):
+        common.set_threads()
+        self.prep = common.prepared(cache, dataset, variant, warm=True)
+
+    def time_train_step(self, cache, dataset, variant):
+        """Wall time of one step, CUDA synchronised."""
+        self.prep.step()
+
+
+class TrainStepMemory:
+    """Peak memory of a training step: the process's RSS high-water mark
+    (imports and the dataset included: subtract ``control.peakmem_noop``) and
+    the CUDA allocator's peak on GPUs."""
+    params = [list(PROFILE.datasets), VARIANTS]
+    param_names = ["dataset", "variant"]
+    setup_cache = common.training_datasets_cache
+    timeout = 600
+
+    def setup(self, cache, dataset, variant):
+        common.set_threads()
+        # Not warmed: the first steps (compilation included) are what peaks.
+        self.prep = common.prepared(cache, dataset, variant, warm=False)
+
+    def peakmem_train_step(self, cache, dataset, variant):
+        """One epoch's steps (one for full-graph variants): the peak of the worst."""
+        for _ in range(len(self.prep.batches)):
+            self.prep.step()
+
+
+class CudaStepMemory:
+    """``torch.cuda.max_memory_allocated`` over one warm step (model and data
+    included); n/a on machines without CUDA."""
+    params = [list(PROFILE.datasets), VARIANTS]
+    param_names = ["dataset", "variant"]
+    setup_cache = common.training_datasets_cache
+    timeout = 600
+
+    def setup(self, cache, dataset, variant):
+        common.set_threads()
+        self.device = common.require_cuda()  # before any work: n/a on CPU
+        self.prep = common.prepared(cache, dataset, variant, warm=True)
+
+    def track_cuda_peak_mib(self, cache, dataset, variant):
+        common.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self.prep.step()
+        return torch.cuda.max_memory_allocated(self.device) / 2**20
+
+    track_cuda_peak_mib.unit = "MiB"
+
+
+class Accuracy:
+    """Test error after a fixed training budget: a rise is the regression."""
+    params = [list(PROFILE.accuracy_datasets), VARIANTS]
+    param_names = ["dataset", "variant"]
+    setup_cache = common.training_datasets_cache
+    timeout = 900
+
+    def setup(self, cache, dataset, variant):
+        common.set_threads()
+        self.spec = common.variant(variant)
+        self.data = common.dataset(cache, dataset)
+
+    def track_test_error_pct(self, cache, dataset, variant):
+        config = common.train_config(epochs=PROFILE.accuracy_epochs)
+        run = self.spec.build(self.data, config, common.device())
+        for _ in range(config.epochs):
+            for batch in run.batches():
+                run.step(batch)
+        return 100.0 * (1.0 - run.evaluate()["test"])
+
+    track_test_error_pct.unit = "%"
+
+
+class SampledThroughput:
+    """Time per million sampled edges over whole epochs (sampling included):
+    the inverse of throughput, so that a rise is the regression."""
+    params = [list(PROFILE.datasets), common.variants_with("sampled")]
+    param_names = ["dataset", "variant"]
+    setup_cache = common.training_datasets_cache
+    timeout = 600
+
+    def setup(self, cache, dataset, variant):
+        common.set_threads()
+        if "sampled" not in variant.split("+"):
+            raise NotImplementedError("only sampled variants sample edges")
+        self.prep = common.prepared(cache, dataset, variant, warm=True)
+
+    def track_time_per_million_sampled_edges(self, cache, dataset, variant):
+        per_edge = []
+        for _ in range(PROFILE.throughput_epochs):
+            seconds, edges = common.timed_epoch(self.prep.run, self.prep.device)
+            per_edge.append(seconds / max(edges, 1) * 1e6)
+        return statistics.median(per_edge)
+
+    track_time_per_million_sampled_edges.unit = "seconds"
