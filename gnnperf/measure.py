@@ -257,6 +257,10 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(
             f"out of memory in variant {variant} on {device}: lower --hidden or "
             f"--batch-size, or use the sampled or checkpointed variants") from None
+    except NotImplementedError as exc:  # e.g. no bf16 sparse matmul on CPU
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GnnperfError(f"variant {variant} is not supported on {device} by torch "
+                           f"{torch.__version__} ({reason}); drop one of its techniques") from None
 
     steady_epochs = len(epoch_times)
     steps, seeds, edges = (now - before for now, before in

@@ -1,6 +1,8 @@
 """The GCN, built from blocks that activation checkpointing can wrap whole."""
 from __future__ import annotations
 
+from typing import NamedTuple, Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -20,6 +22,14 @@ def normalize_graph(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]
     one graph with no breaks.
     """
     return gcn_norm(edge_index, None, num_nodes, add_self_loops=True)
+
+
+class LayerGraph(NamedTuple):
+    """The graph one layer reads: messages into its first :obj:`num_targets`
+    rows from its first :obj:`num_sources` rows (trimmed sampled training)."""
+    graph: Adj
+    edge_weight: OptTensor
+    num_sources: int
 
 
 class GCNBlock(torch.nn.Module):
@@ -53,7 +63,8 @@ class GCN(torch.nn.Module):
 
     The forward pass takes node features and a graph already normalised by
     :func:`normalize_graph` (an :obj:`edge_index` with :obj:`edge_weight`, or a
-    sparse adjacency with the weights as values).
+    sparse adjacency with the weights as values), or one :class:`LayerGraph`
+    per layer as :obj:`layers` for trimmed training.
     """
 
     def __init__(self, in_channels: int, hidden_channels: int = 16, out_channels: int = 7,
@@ -74,8 +85,12 @@ class GCN(torch.nn.Module):
     def num_layers(self) -> int:
         return len(self.blocks)
 
-    def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
-        for block in self.blocks:
+    def forward(self, x: Tensor, edge_index: Adj | None = None, edge_weight: OptTensor = None,
+                layers: Sequence[LayerGraph] | None = None) -> Tensor:
+        for i, block in enumerate(self.blocks):
+            if layers is not None:
+                edge_index, edge_weight, num_sources = layers[i]
+                x = x[:num_sources]
             if self.checkpoint and self.training and torch.is_grad_enabled():
                 x = checkpoint(block, x, edge_index, edge_weight, use_reentrant=False)
             else:

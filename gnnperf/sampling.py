@@ -84,20 +84,23 @@ class VectorizedNeighborSampler(BaseSampler):
             :obj:`row`/:obj:`col` are local ids into :obj:`node` and
             :obj:`edge` are ids into the original :obj:`edge_index`.
         """
+        # index_select rather than tensor[index]: the 1-D gather kernel is
+        # about 4x faster on CPU, and gathers dominate a hop.
         local = self._local
-        local[seeds] = torch.arange(seeds.numel(), device=self.device)
+        local.index_put_((seeds,), torch.arange(seeds.numel(), device=self.device))
         node_parts, row_parts, col_parts, edge_parts = [seeds], [], [], []
         nodes_per_hop, edges_per_hop = [seeds.numel()], []
         frontier, frontier_start, num_total = seeds, 0, seeds.numel()
         try:
             for fanout in self.num_neighbors:
                 positions, target_index = self._sample_hop(frontier, fanout)
-                neighbors = self.row_sorted[positions]
-                new = torch.unique(neighbors[local[neighbors] < 0])
-                local[new] = torch.arange(num_total, num_total + new.numel(), device=self.device)
-                row_parts.append(local[neighbors])
+                neighbors = self.row_sorted.index_select(0, positions)
+                new = self._new_nodes(neighbors)
+                local.index_put_((new,), torch.arange(num_total, num_total + new.numel(),
+                                                      device=self.device))
+                row_parts.append(local.index_select(0, neighbors))
                 col_parts.append(target_index + frontier_start)
-                edge_parts.append(self.perm[positions])
+                edge_parts.append(self.perm.index_select(0, positions))
                 node_parts.append(new)
                 nodes_per_hop.append(new.numel())
                 edges_per_hop.append(positions.numel())
@@ -105,29 +108,43 @@ class VectorizedNeighborSampler(BaseSampler):
                 num_total += new.numel()
         finally:
             node = torch.cat(node_parts)
-            local[node] = -1
+            local.index_fill_(0, node, -1)
         return (node, torch.cat(row_parts), torch.cat(col_parts), torch.cat(edge_parts),
                 nodes_per_hop, edges_per_hop)
+
+    def _new_nodes(self, neighbors: Tensor) -> Tensor:
+        # The distinct neighbours not sampled yet, in a deterministic order.
+        local = self._local
+        unseen = neighbors.index_select(0, (local.index_select(0, neighbors) < 0).nonzero().view(-1))
+        if self.device.type != "cpu":
+            # Scatter with duplicate indices has no fixed winner on GPUs.
+            return torch.unique(unseen)
+        # Dedup without sorting: every copy writes its position, the copy whose
+        # write landed (the last on CPU) represents the node.
+        position = torch.arange(unseen.numel(), device=self.device)
+        local.index_put_((unseen,), position)
+        return unseen.index_select(0, (local.index_select(0, unseen) == position).nonzero().view(-1))
 
     def _sample_hop(self, targets: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
         # Returns positions into the CSC edge order and, per sampled edge, the
         # index of its target within `targets`.
-        start = self.colptr[targets]
-        degree = self.colptr[targets + 1] - start
+        start = self.colptr.index_select(0, targets)
+        degree = self.colptr.index_select(0, targets + 1) - start
         take = degree if fanout < 0 else degree.clamp(max=fanout)
         target_index = torch.repeat_interleave(
             torch.arange(targets.numel(), device=self.device), take)
         slot_start = torch.cumsum(take, 0) - take
         # Default: slot i of a target takes its i-th in-edge (all of them).
-        offset = torch.arange(target_index.numel(), device=self.device) - slot_start[target_index]
+        offset = (torch.arange(target_index.numel(), device=self.device)
+                  - slot_start.index_select(0, target_index))
         if fanout > 0:
             over = (degree > fanout).nonzero().view(-1)
             if over.numel() > 0:
-                chosen = self._floyd(degree[over], fanout)
-                slots = (slot_start[over].unsqueeze(1)
+                chosen = self._floyd(degree.index_select(0, over), fanout)
+                slots = (slot_start.index_select(0, over).unsqueeze(1)
                          + torch.arange(fanout, device=self.device)).view(-1)
-                offset[slots] = chosen.view(-1)
-        return start[target_index] + offset, target_index
+                offset.index_put_((slots,), chosen.view(-1))
+        return start.index_select(0, target_index) + offset, target_index
 
     def _floyd(self, degree: Tensor, k: int) -> Tensor:
         # Floyd's algorithm for a uniform k-subset of range(degree), one row per

@@ -14,10 +14,12 @@ from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
 from gnnperf.variants.compiled import Compiled
 from gnnperf.variants.sampled import Sampled
+from gnnperf.variants.sparse import Sparse
+from gnnperf.variants.trimmed import Trimmed
 
 TECHNIQUES: dict[str, type[Technique]] = {
     technique.name: technique
-    for technique in (Sampled, Amp, Compiled, Checkpointed)
+    for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed)
 }
 BASELINE = "baseline"
 
@@ -61,6 +63,11 @@ def get_variant(name: str) -> Variant:
             f"{', '.join(TECHNIQUES)} joined by + (e.g. sampled+amp)")
     if len(set(parts)) != len(parts):
         raise GnnperfError(f"variant {name!r} repeats a technique")
+    for part in parts:
+        missing = [need for need in TECHNIQUES[part].requires if need not in parts]
+        if missing:
+            raise GnnperfError(f"{part} needs {'+'.join(missing)}: use "
+                               f"{TECHNIQUES[part].standard_variant()} (variant {name!r})")
     ordered = sorted(parts, key=lambda p: (TECHNIQUES[p].order, p))
     return Variant(tuple(TECHNIQUES[p]() for p in ordered))
 

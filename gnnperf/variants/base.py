@@ -12,7 +12,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError
-from gnnperf.models import GCN, normalize_graph
+from gnnperf.models import GCN, LayerGraph, normalize_graph
 
 
 @dataclass
@@ -63,7 +63,11 @@ class TrainConfig:
 @dataclass
 class Batch:
     """One training step's input: a (sub)graph, normalised, and the nodes that
-    carry the loss (the first :obj:`num_seeds` nodes for sampled batches)."""
+    carry the loss (the first :obj:`num_seeds` nodes for sampled batches).
+
+    :obj:`graph` / :obj:`edge_weight` are what every layer reads, unless
+    :obj:`layers` gives one graph per layer.
+    """
     x: Tensor
     graph: Tensor
     edge_weight: Tensor | None
@@ -71,7 +75,16 @@ class Batch:
     loss_nodes: Tensor | slice
     num_seeds: int
     num_edges: int
+    layers: list[LayerGraph] | None = None
     extra: dict = field(default_factory=dict)
+
+
+GraphTransform = Callable[[Tensor, "Tensor | None", int, int], tuple[Tensor, "Tensor | None"]]
+
+
+def _keep_edge_index(edge_index: Tensor, edge_weight: Tensor | None, num_targets: int,
+                     num_sources: int) -> tuple[Tensor, Tensor | None]:
+    return edge_index, edge_weight
 
 
 class TrainingRun:
@@ -96,8 +109,8 @@ class TrainingRun:
         self.autocast: Callable[[], ContextManager] = contextlib.nullcontext
         self.scaler: torch.amp.GradScaler | None = None
         self.dynamic_shapes = False  # set by techniques whose batches vary in size
-        self.graph_transform: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor | None]] = (
-            lambda edge_index, edge_weight, num_nodes: (edge_index, edge_weight))
+        # (edge_index, edge_weight, num_targets, num_sources) -> what a conv reads.
+        self.graph_transform: GraphTransform = _keep_edge_index
         self.stats: dict[str, float | int | str] = {}
         self.compile_counter = None  # set by the compiled technique
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
@@ -106,9 +119,18 @@ class TrainingRun:
     def full_graph(self) -> tuple[Tensor, Tensor | None]:
         """The whole graph, normalised once (and transformed) for reuse."""
         if self._full_graph is None:
-            edge_index, edge_weight = normalize_graph(self.data.edge_index, self.data.num_nodes)
-            self._full_graph = self.graph_transform(edge_index, edge_weight, self.data.num_nodes)
+            num_nodes = self.data.num_nodes
+            edge_index, edge_weight = normalize_graph(self.data.edge_index, num_nodes)
+            self._full_graph = self.graph_transform(edge_index, edge_weight, num_nodes, num_nodes)
         return self._full_graph
+
+    def subgraph_batch(self, batch: Batch) -> Batch:
+        """Turns a sampled batch holding a normalised :obj:`edge_index` into
+        what the model reads; trimming replaces this hook."""
+        num_nodes = batch.x.size(0)
+        batch.graph, batch.edge_weight = self.graph_transform(
+            batch.graph, batch.edge_weight, num_nodes, num_nodes)
+        return batch
 
     def batches(self) -> Iterable[Batch]:
         """One epoch's batches; the full graph with the training mask by default."""
@@ -123,7 +145,10 @@ class TrainingRun:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            out = self.forward(batch.x, batch.graph, batch.edge_weight)
+            if batch.layers is None:
+                out = self.forward(batch.x, batch.graph, batch.edge_weight)
+            else:
+                out = self.forward(batch.x, layers=batch.layers)
             loss = F.cross_entropy(out[batch.loss_nodes], batch.y[batch.loss_nodes])
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -156,11 +181,12 @@ class Technique:
 
     A subclass sets :attr:`name` (the registry key), :attr:`order` (when its
     :meth:`apply` runs relative to the others: graph/batch changes first,
-    wrappers such as compilation last) and implements :meth:`apply`.
+    wrappers such as compilation last), optionally :attr:`requires`, and
+    implements :meth:`apply`.
     """
     name: ClassVar[str]
     order: ClassVar[int] = 50
-    cuda_only: ClassVar[bool] = False
+    requires: ClassVar[tuple[str, ...]] = ()  # techniques it only works with
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError

@@ -27,10 +27,9 @@ class Sampled(Technique):
             for sub in loader:
                 # Normalised per subgraph: cached full-graph weights would be wrong here.
                 edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
-                graph, edge_weight = run.graph_transform(edge_index, edge_weight, sub.num_nodes)
-                yield Batch(sub.x, graph, edge_weight, sub.y, slice(0, sub.batch_size),
-                            num_seeds=sub.batch_size, num_edges=sub.edge_index.size(1),
-                            extra={"num_sampled_nodes": sub.num_sampled_nodes,
-                                   "num_sampled_edges": sub.num_sampled_edges})
+                yield run.subgraph_batch(Batch(
+                    sub.x, edge_index, edge_weight, sub.y, slice(0, sub.batch_size),
+                    num_seeds=sub.batch_size, num_edges=sub.edge_index.size(1),
+                    extra={"num_sampled_nodes": sub.num_sampled_nodes}))
 
         run.batches = batches
