@@ -48,7 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
     run.add_argument("--json", type=Path, help="write results and environment to this file")
     run.add_argument("--plot", type=Path, help="write a time-vs-memory plot (PNG) here")
+    run.add_argument("--reference", default="baseline",
+                     help="variant the speed-up and memory ratios compare to (default: baseline)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    sampler = sub.add_parser("sampler", help="neighbor-sampler throughput (edges/s)")
+    sampler.add_argument("--dataset", default="synthetic-1m")
+    sampler.add_argument("--root")
+    sampler.add_argument("--device", default="auto")
+    sampler.add_argument("--fanout", type=_int_list, default=defaults.fanout)
+    sampler.add_argument("--batch-size", type=int, default=1024)
+    sampler.add_argument("--batches", type=int, default=30)
+    sampler.add_argument("--seed", type=int, default=0)
+    sampler.add_argument("--threads", type=int, default=1)
+    sampler.add_argument("--json", type=Path)
     return parser
 
 
@@ -97,21 +110,47 @@ def run_command(args: argparse.Namespace) -> int:
             progress.write(f"error: {exc}", file=sys.stderr)
     progress.close()
 
-    print(report.format_table(results, failures))
+    print(report.format_table(results, failures, reference=args.reference))
     env = environment(args.seed, device)
     if args.json:
         payload = report.to_json(results, env, {**asdict(config), "dataset": data.name,
-                                                "warmup_epochs": args.warmup}, failures)
+                                                "warmup_epochs": args.warmup}, failures,
+                                      args.reference)
         report.write_atomic(args.json, payload.encode())
     if args.plot and results:
         report.plot(results, args.plot, title=f"{data.name} on {env['device_name']}")
     return 1 if failures else 0
 
 
+def sampler_command(args: argparse.Namespace) -> int:
+    import json
+
+    from gnnperf import report
+    from gnnperf.data import load_dataset
+    from gnnperf.measure import environment, measure_sampler, resolve_device, set_threads
+
+    _check_output(args.json, "--json")
+    if args.batch_size < 1:
+        raise GnnperfError(f"batch size must be >= 1, got {args.batch_size}")
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    data = load_dataset(args.dataset, args.root, seed=args.seed)
+    result = measure_sampler(data, list(args.fanout), args.batch_size, args.batches, device,
+                             args.seed)
+    print(report.format_sampler(result, data))
+    if args.json:
+        payload = {"environment": environment(args.seed, device), "result": result.to_dict()}
+        report.write_atomic(args.json, json.dumps(payload, indent=2).encode())
+    return 0
+
+
+COMMANDS = {"run": run_command, "sampler": sampler_command}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return run_command(args)
+        return COMMANDS[args.command](args)
     except GnnperfError as exc:
         print(f"gnnperf: error: {exc}", file=sys.stderr)
         return 2

@@ -75,8 +75,10 @@ SYNTHETIC_PRESETS: dict[str, SyntheticSpec] = {
     "synthetic-cora": SyntheticSpec(2708, 4.0, 1433, 7),
     "synthetic-10k": SyntheticSpec(2_000, 5.0, 64, 8),
     "synthetic-100k": SyntheticSpec(20_000, 5.0, 64, 8),
-    "synthetic-1m": SyntheticSpec(100_000, 10.0, 128, 10),
-    "synthetic-10m": SyntheticSpec(1_000_000, 10.0, 128, 10),
+    # Large graphs get 1000 training nodes per class, so a sampled epoch
+    # is several batches of 1024 seeds.
+    "synthetic-1m": SyntheticSpec(100_000, 10.0, 128, 10, train_per_class=1000),
+    "synthetic-10m": SyntheticSpec(1_000_000, 10.0, 128, 10, train_per_class=1000),
 }
 
 _SYNTH_PATTERN = re.compile(r"^synthetic:(?P<args>.+)$")

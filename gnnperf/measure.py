@@ -344,3 +344,72 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+@dataclass
+class SamplerThroughput:
+    """Neighbor-sampling speed: the sampler alone, and PyG's loader around it
+    (sampling plus relabelling and feature/label gathering)."""
+    dataset: str
+    device: str
+    fanout: list[int]
+    batch_size: int
+    batches: int
+    edges_per_batch: float
+    sampler_edges_per_s: float
+    loader_edges_per_s: float
+    sampler_batch_ms: Timing
+    loader_batch_ms: Timing
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batches: int = 30,
+                    device: torch.device | str = "cpu", seed: int = 0) -> SamplerThroughput:
+    """Times :class:`~gnnperf.sampling.VectorizedNeighborSampler` on random
+    seed batches, alone and inside PyG's loader; one warm-up batch each."""
+    from torch_geometric.data import Data as PygData
+
+    from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
+    device = resolve_device(device) if isinstance(device, str) else device
+    if batches < 1:
+        raise GnnperfError(f"batches must be >= 1, got {batches}")
+    # Only what a training batch needs travels with it.
+    lean = PygData(x=data.x, y=data.y, edge_index=data.edge_index,
+                   num_nodes=data.num_nodes).to(device)
+    sampler = VectorizedNeighborSampler(lean, fanout, seed=seed, edge_ids=False)
+    generator = torch.Generator().manual_seed(seed)
+    seed_batches = [torch.randperm(data.num_nodes, generator=generator)[:batch_size].to(device)
+                    for _ in range(batches + 1)]
+    sampler.sample(seed_batches[0])
+    sampler_s, edges = [], 0
+    for seeds in seed_batches[1:]:
+        synchronize(device)
+        start = time.perf_counter()
+        edges += sampler.sample(seeds)[1].numel()
+        synchronize(device)
+        sampler_s.append(time.perf_counter() - start)
+
+    loader = make_neighbor_loader(lean, fanout, batch_size, shuffle=True, seed=seed,
+                                  backend="vectorized", edge_ids=False)
+    loader_s, loader_edges = [], 0
+    iterator = iter(loader)
+    for index in range(batches + 1):
+        synchronize(device)
+        start = time.perf_counter()
+        batch = next(iterator, None)
+        if batch is None:  # fewer nodes than batches * batch_size: start over
+            iterator = iter(loader)
+            batch = next(iterator)
+        synchronize(device)
+        if index > 0:
+            loader_s.append(time.perf_counter() - start)
+            loader_edges += batch.edge_index.size(1)
+    return SamplerThroughput(
+        dataset=str(getattr(data, "name", "custom")), device=str(device), fanout=list(fanout),
+        batch_size=batch_size, batches=batches, edges_per_batch=edges / batches,
+        sampler_edges_per_s=edges / sum(sampler_s),
+        loader_edges_per_s=loader_edges / sum(loader_s),
+        sampler_batch_ms=Timing.of([s * 1e3 for s in sampler_s]),
+        loader_batch_ms=Timing.of([s * 1e3 for s in loader_s]))

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from tabulate import tabulate
 
-from gnnperf.measure import VariantResult
+from gnnperf.measure import SamplerThroughput, VariantResult
 
 MIB = 2 ** 20
 
@@ -40,7 +40,8 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
     return rows
 
 
-def format_table(results: Sequence[VariantResult], failures: dict[str, str] | None = None) -> str:
+def format_table(results: Sequence[VariantResult], failures: dict[str, str] | None = None,
+                 reference: str = "baseline") -> str:
     """The summary table: n/a marks what was not measured, never a zero."""
     def fmt(value, spec):
         return "n/a" if value is None else format(value, spec)
@@ -54,12 +55,25 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               f"{row['test_acc']:.3f}",
               fmt(row["speedup"], ".2f") + ("x" if row["speedup"] is not None else ""),
               fmt(row["memory_ratio"], ".2f") + ("x" if row["memory_ratio"] is not None else "")]
-             for row in comparison_rows(results)]
+             for row in comparison_rows(results, reference)]
     for variant, error in (failures or {}).items():
         table.append([variant, "failed", "", "", "", "", error[:60]])
     headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", peak_header,
-               "test acc", "speed-up", "memory vs base"]
+               "test acc", f"speed-up vs {reference}", f"memory vs {reference}"]
     return tabulate(table, headers=headers, disable_numparse=True)
+
+
+def format_sampler(result: SamplerThroughput, data) -> str:
+    """Sampler throughput as a small table."""
+    rows = [["sampler alone", f"{result.sampler_edges_per_s / 1e6:.2f}",
+             f"{result.sampler_batch_ms.median:.2f} ±{result.sampler_batch_ms.spread * 100:.0f}%"],
+            ["loader (+ features, labels)", f"{result.loader_edges_per_s / 1e6:.2f}",
+             f"{result.loader_batch_ms.median:.2f} ±{result.loader_batch_ms.spread * 100:.0f}%"]]
+    title = (f"{result.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
+             f"fanout {result.fanout}, batch {result.batch_size}, {result.batches} batches, "
+             f"{result.edges_per_batch:.0f} sampled edges per batch, {result.device}")
+    return title + "\n" + tabulate(rows, headers=["", "M edges/s", "ms per batch (median ±IQR)"],
+                                   disable_numparse=True)
 
 
 def write_atomic(path: str | os.PathLike, payload: bytes) -> None:
@@ -76,12 +90,13 @@ def write_atomic(path: str | os.PathLike, payload: bytes) -> None:
 
 
 def to_json(results: Sequence[VariantResult], env: dict, config: dict,
-            failures: dict[str, str] | None = None) -> str:
+            failures: dict[str, str] | None = None, reference: str = "baseline") -> str:
     return json.dumps({
         "environment": env,
         "config": config,
         "results": [r.to_dict() for r in results],
-        "comparison": comparison_rows(results),
+        "reference": reference,
+        "comparison": comparison_rows(results, reference),
         "failures": failures or {},
     }, indent=2)
 

@@ -37,9 +37,12 @@ class VectorizedNeighborSampler(BaseSampler):
             edge_index[1]`.
         num_neighbors (Sequence[int]): Fan-out per hop; ``-1`` takes all.
         seed (int, optional): Seed of the sampler's own random generator.
+        edge_ids (bool, optional): Also return the sampled edges' ids in the
+            original graph (needed for edge features only). (default: :obj:`True`)
     """
 
-    def __init__(self, data: Data, num_neighbors: Sequence[int], seed: int = 0) -> None:
+    def __init__(self, data: Data, num_neighbors: Sequence[int], seed: int = 0,
+                 edge_ids: bool = True) -> None:
         if not num_neighbors or any(k == 0 or k < -1 for k in num_neighbors):
             raise GnnperfError(
                 f"fanout {list(num_neighbors)} is invalid; give positive sizes per hop "
@@ -49,21 +52,27 @@ class VectorizedNeighborSampler(BaseSampler):
         row, col = data.edge_index
         device = row.device
         # CSC over targets: the in-edges of node v are perm[colptr[v]:colptr[v+1]].
-        self.perm = torch.argsort(col, stable=True)
-        self.row_sorted = row[self.perm]
+        # int32 where ids fit: the hops are gathers, and half the bytes is
+        # about half the time on CPU.
+        index_dtype = torch.int32 if max(num_nodes, col.numel()) < 2 ** 31 else torch.long
+        self.perm = torch.argsort(col, stable=True).to(index_dtype)
+        self.row_sorted = row.index_select(0, self.perm).to(index_dtype)
+        self.edge_ids = edge_ids
         counts = torch.bincount(col, minlength=num_nodes)
-        self.colptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=device)
+        self.colptr = torch.zeros(num_nodes + 1, dtype=index_dtype, device=device)
         torch.cumsum(counts, 0, out=self.colptr[1:])
         self.num_nodes = num_nodes
         self.device = device
         self.generator = torch.Generator(device=device).manual_seed(seed)
         # Global -> local id map, reset after each batch (cheaper than a fresh
         # num_nodes allocation per batch on large graphs).
-        self._local = torch.full((num_nodes,), -1, dtype=torch.long, device=device)
+        self._local = torch.full((num_nodes,), -1, dtype=index_dtype, device=device)
+        self.index_dtype = index_dtype
 
     def sample_from_nodes(self, inputs: NodeSamplerInput) -> SamplerOutput:
         seeds = inputs.node.to(self.device)
         node, row, col, edge, nodes_per_hop, edges_per_hop = self.sample(seeds)
+        edge = edge if self.edge_ids else None
         return SamplerOutput(
             node=node, row=row, col=col, edge=edge,
             num_sampled_nodes=nodes_per_hop, num_sampled_edges=edges_per_hop,
@@ -86,8 +95,10 @@ class VectorizedNeighborSampler(BaseSampler):
         """
         # index_select rather than tensor[index]: the 1-D gather kernel is
         # about 4x faster on CPU, and gathers dominate a hop.
-        local = self._local
-        local.index_put_((seeds,), torch.arange(seeds.numel(), device=self.device))
+        local, index_dtype = self._local, self.index_dtype
+        seeds = seeds.to(index_dtype)
+        local.index_put_((seeds,), torch.arange(seeds.numel(), device=self.device,
+                                                dtype=index_dtype))
         node_parts, row_parts, col_parts, edge_parts = [seeds], [], [], []
         nodes_per_hop, edges_per_hop = [seeds.numel()], []
         frontier, frontier_start, num_total = seeds, 0, seeds.numel()
@@ -97,10 +108,11 @@ class VectorizedNeighborSampler(BaseSampler):
                 neighbors = self.row_sorted.index_select(0, positions)
                 new = self._new_nodes(neighbors)
                 local.index_put_((new,), torch.arange(num_total, num_total + new.numel(),
-                                                      device=self.device))
+                                                      device=self.device, dtype=index_dtype))
                 row_parts.append(local.index_select(0, neighbors))
                 col_parts.append(target_index + frontier_start)
-                edge_parts.append(self.perm.index_select(0, positions))
+                if self.edge_ids:
+                    edge_parts.append(self.perm.index_select(0, positions))
                 node_parts.append(new)
                 nodes_per_hop.append(new.numel())
                 edges_per_hop.append(positions.numel())
@@ -108,8 +120,9 @@ class VectorizedNeighborSampler(BaseSampler):
                 num_total += new.numel()
         finally:
             node = torch.cat(node_parts)
-            local.index_fill_(0, node, -1)
-        return (node, torch.cat(row_parts), torch.cat(col_parts), torch.cat(edge_parts),
+            local.index_put_((node,), torch.tensor(-1, dtype=index_dtype, device=self.device))
+        edge = torch.cat(edge_parts).long() if self.edge_ids else None
+        return (node.long(), torch.cat(row_parts).long(), torch.cat(col_parts).long(), edge,
                 nodes_per_hop, edges_per_hop)
 
     def _new_nodes(self, neighbors: Tensor) -> Tensor:
@@ -121,7 +134,7 @@ class VectorizedNeighborSampler(BaseSampler):
             return torch.unique(unseen)
         # Dedup without sorting: every copy writes its position, the copy whose
         # write landed (the last on CPU) represents the node.
-        position = torch.arange(unseen.numel(), device=self.device)
+        position = torch.arange(unseen.numel(), device=self.device, dtype=self.index_dtype)
         local.index_put_((unseen,), position)
         return unseen.index_select(0, (local.index_select(0, unseen) == position).nonzero().view(-1))
 
@@ -132,29 +145,29 @@ class VectorizedNeighborSampler(BaseSampler):
         degree = self.colptr.index_select(0, targets + 1) - start
         take = degree if fanout < 0 else degree.clamp(max=fanout)
         target_index = torch.repeat_interleave(
-            torch.arange(targets.numel(), device=self.device), take)
+            torch.arange(targets.numel(), device=self.device, dtype=self.index_dtype), take)
         slot_start = torch.cumsum(take, 0) - take
         # Default: slot i of a target takes its i-th in-edge (all of them).
-        offset = (torch.arange(target_index.numel(), device=self.device)
+        offset = (torch.arange(target_index.numel(), device=self.device, dtype=take.dtype)
                   - slot_start.index_select(0, target_index))
         if fanout > 0:
             over = (degree > fanout).nonzero().view(-1)
             if over.numel() > 0:
                 chosen = self._floyd(degree.index_select(0, over), fanout)
                 slots = (slot_start.index_select(0, over).unsqueeze(1)
-                         + torch.arange(fanout, device=self.device)).view(-1)
-                offset.index_put_((slots,), chosen.view(-1))
+                         + torch.arange(fanout, device=self.device, dtype=take.dtype)).view(-1)
+                offset.index_put_((slots,), chosen.view(-1).to(offset.dtype))
         return start.index_select(0, target_index) + offset, target_index
 
     def _floyd(self, degree: Tensor, k: int) -> Tensor:
         # Floyd's algorithm for a uniform k-subset of range(degree), one row per
         # node: step i draws r in [0, d-k+i]; a repeat is replaced by d-k+i.
-        chosen = torch.empty(degree.numel(), k, dtype=torch.long, device=self.device)
+        chosen = torch.empty(degree.numel(), k, dtype=degree.dtype, device=self.device)
         u = torch.rand(degree.numel(), k, generator=self.generator,
                        device=self.device, dtype=torch.float64)
         for i in range(k):
             upper = degree - k + i
-            draw = (u[:, i] * (upper + 1)).long().clamp_(max=upper)
+            draw = (u[:, i] * (upper + 1)).to(degree.dtype).clamp_(max=upper)
             repeat = (chosen[:, :i] == draw.unsqueeze(1)).any(1)
             chosen[:, i] = torch.where(repeat, upper, draw)
         return chosen
@@ -168,13 +181,14 @@ def native_sampler_available() -> bool:
 
 def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: int,
                          input_nodes: Tensor | None = None, shuffle: bool = True,
-                         seed: int = 0, backend: str = "auto"):
+                         seed: int = 0, backend: str = "auto", edge_ids: bool = True):
     r"""A PyG node loader over :obj:`input_nodes` with neighbor sampling.
 
     Args:
         backend (str): ``"native"`` (PyG's :class:`NeighborLoader`, needs
             pyg-lib or torch-sparse), ``"vectorized"`` (this module's sampler)
             or ``"auto"`` (native when available).
+        edge_ids (bool): Attach :obj:`e_id` to batches (vectorised sampler).
     """
     from torch_geometric.loader import NeighborLoader, NodeLoader
 
@@ -191,6 +205,6 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
     if use_native:
         return NeighborLoader(data, num_neighbors=list(num_neighbors), batch_size=batch_size,
                               input_nodes=input_nodes, shuffle=shuffle, generator=shuffle_gen)
-    sampler = VectorizedNeighborSampler(data, num_neighbors, seed=seed)
+    sampler = VectorizedNeighborSampler(data, num_neighbors, seed=seed, edge_ids=edge_ids)
     return NodeLoader(data, node_sampler=sampler, input_nodes=input_nodes,
                       batch_size=batch_size, shuffle=shuffle, generator=shuffle_gen)

@@ -118,3 +118,23 @@ def test_out_of_memory_is_reported_and_the_run_goes_on(capsys, tmp_path, monkeyp
     doc = json.loads(out_json.read_text())
     assert [r["variant"] for r in doc["results"]] == ["baseline"]
     assert "checkpointed" in doc["failures"]
+
+
+def test_sampler_command_reports_throughput(tmp_path, capsys):
+    out = tmp_path / "sampler.json"
+    code = main(["sampler", "--dataset", "synthetic:nodes=3000,degree=8,features=16,classes=4",
+                 "--batch-size", "256", "--batches", "4", "--json", str(out)])
+    assert code == 0
+    assert "sampler alone" in capsys.readouterr().out
+    result = json.loads(out.read_text())["result"]
+    assert result["sampler_edges_per_s"] > 0 and result["loader_edges_per_s"] > 0
+    assert 0 < result["edges_per_batch"] <= 256 * 15 * (1 + 10)
+
+
+def test_reference_variant_sets_the_ratios(tmp_path, capsys):
+    out = tmp_path / "ref.json"
+    assert main(["run", *SMALL, "--variants", "sampled,sampled+trimmed", "--reference", "sampled",
+                 "--json", str(out)]) == 0
+    assert "speed-up vs sampled" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["reference"] == "sampled" and doc["comparison"][0]["speedup"] == 1.0

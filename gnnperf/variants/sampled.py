@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from torch_geometric.data import Data
+
 from gnnperf.models import normalize_graph
 from gnnperf.sampling import make_neighbor_loader
 from gnnperf.variants.base import Batch, Technique, TrainingRun
@@ -17,10 +19,13 @@ class Sampled(Technique):
 
     def apply(self, run: TrainingRun) -> None:
         config = run.config
+        # Only what a step reads travels with each batch (masks, names don't).
+        data = Data(x=run.data.x, y=run.data.y, edge_index=run.data.edge_index,
+                    num_nodes=run.data.num_nodes)
         loader = make_neighbor_loader(
-            run.data, config.fanout_per_layer(), config.batch_size,
+            data, config.fanout_per_layer(), config.batch_size,
             input_nodes=run.data.train_mask, shuffle=True, seed=config.seed,
-            backend=config.sampler)
+            backend=config.sampler, edge_ids=False)
         run.dynamic_shapes = True
 
         def batches() -> Iterable[Batch]:
