@@ -91,7 +91,7 @@ class Accuracy:
         for _ in range(config.epochs):
             for batch in run.batches():
                 run.step(batch)
-        return 100.0 * (1.0 - run.evaluate()["test"])
+        return round(100.0 * (1.0 - run.evaluate()["test"]), 2)
 
     track_test_error_pct.unit = "%"
 

@@ -1,0 +1,129 @@
+"""The asv suite runs: ``asv check`` and a ``--quick`` smoke run of every
+benchmark on the current environment (no failure; CUDA-only figures n/a on CPU).
+
+Select with ``pytest -m asv`` (or ``-k asv``); about 2-3 minutes on 2 cores.
+Results go to a temporary folder, never to the checkout's ``.asv/``.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("asv", reason="asv not installed (pip install -e '.[bench]')")
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.asv
+
+# Figures that are n/a on a machine without CUDA.
+CUDA_ONLY = ("track_cuda_peak_mib",)
+
+
+def _git_head() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=10)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+@pytest.fixture(scope="module")
+def asv_conf(tmp_path_factory) -> Path:
+    """The project's asv.conf.json with every output folder moved to a temp dir."""
+    from asv.util import load_json
+
+    tmp = tmp_path_factory.mktemp("asv")
+    conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"),
+                env_dir=str(tmp / "env"), results_dir=str(tmp / "results"),
+                html_dir=str(tmp / "html"))
+    path = tmp / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2))
+    return path
+
+
+def _asv(conf: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick")
+    return subprocess.run([sys.executable, "-m", "asv", "--config", str(conf), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_asv_conf_pins_and_no_deps():
+    from asv.util import load_json
+
+    conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+    import torch
+    import torch_geometric
+
+    req = conf["matrix"]["req"]
+    assert req["torch"] == [torch.__version__.split("+")[0]]
+    assert req["torch-geometric"] == [torch_geometric.__version__]
+    assert all("--no-deps" in cmd for cmd in conf["install_command"] if "install" in cmd)
+    assert conf["launch_method"] == "spawn"
+    assert all(conf[k].startswith(".asv/") for k in ("results_dir", "html_dir", "env_dir"))
+
+
+def test_asv_check(asv_conf):
+    out = _asv(asv_conf, "check", "--python=same")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "No problems found" in out.stdout
+
+
+def test_asv_quick_smoke(asv_conf):
+    head = _git_head()
+    if head is None:
+        pytest.skip("no git history: asv needs --set-commit-hash of a real commit")
+    machine = _asv(asv_conf, "machine", "--yes")
+    assert machine.returncode == 0, machine.stdout + machine.stderr
+    # forkserver: one import of torch for the whole run instead of one per
+    # benchmark (the config's spawn is for CUDA runners, which cannot fork).
+    run = _asv(asv_conf, "run", "--quick", "--python=same", "--launch-method", "forkserver",
+               "--show-stderr", "--set-commit-hash", head)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-6000:]
+    assert " failed" not in run.stdout, log[-6000:]
+
+    results_dir = Path(json.loads(asv_conf.read_text())["results_dir"])
+    files = [p for p in results_dir.glob("*/*.json") if p.name != "machine.json"]
+    assert len(files) == 1, files
+    results = json.loads(files[0].read_text())
+    benchmarks = json.loads((results_dir / "benchmarks.json").read_text())
+    names = {name for name in benchmarks if name != "version"}
+    assert names <= set(results["results"]), names - set(results["results"])
+    for area in ("training.", "compile.", "scaling.", "control."):
+        assert any(name.startswith(area) for name in names), area
+    columns = results["result_columns"]
+    for name in sorted(names):
+        row = dict(zip(columns, results["results"][name]))
+        combos = list(itertools.product(*row["params"])) or [()]
+        for combo, value in zip(combos, row["result"]):
+            assert value is not None, f"{name}{combo} failed"  # failed: null, n/a: NaN
+            if isinstance(value, float) and math.isnan(value):
+                assert _may_be_na(name, combo), f"{name}{combo} is n/a"
+
+
+def _may_be_na(name: str, combo: tuple) -> bool:
+    """n/a is right only for CUDA figures and CUDA-only variants without CUDA."""
+    import torch
+
+    from gnnperf.variants import get_variant
+
+    if torch.cuda.is_available():
+        return False
+    if any(tag in name for tag in CUDA_ONLY):
+        return True
+    for param in combo:
+        try:
+            spec = get_variant(param.strip("'"))
+        except Exception:
+            continue
+        if any(getattr(t, "cuda_only", False) for t in spec.techniques):
+            return True
+    return False
