@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Shows the asv regression gate working, end to end, in a throw-away clone.
+
+1. Clones this repository's committed HEAD (BASE) into a temporary folder and
+   commits, on its ``main``: a no-op commit (NOOP, a comment) and then a slow
+   commit (SLOW: ``TrainingRun.step`` does extra forward passes, which makes a
+   training step well over 30% slower).
+2. Runs the documented gate twice, in one go:
+   ``asv continuous --factor F -b time_train_step BASE NOOP`` (must exit 0) and
+   ``asv continuous --factor F -b time_train_step NOOP SLOW`` (must exit 1),
+   and prints each variant's ratio of medians (the no-op pair is the noise).
+3. ``asv publish``, checks that ``regressions.json`` lists SLOW's regression,
+   makes the site offline (``tools/asv_offline.py``), serves it on 127.0.0.1
+   and takes headless-Chromium screenshots of a benchmark graph and of the
+   Regressions tab.
+
+Usage: python tools/asv_gate_demo.py [--factor 1.2] [--out DIR] [--launch-method forkserver]
+
+The asv virtualenv (torch from pip's configured indexes, installed once) is
+kept in ``.asv/env`` of this checkout and reused. Exit status 0 when every
+check held. Takes about 10-15 minutes on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = "training.TrainStep.time_train_step"
+
+SLOW_LINES = [
+    "        # asv gate demo: injected extra work (two forward passes without grad)",
+    "        with torch.no_grad():",
+    "            for _ in range(2):",
+    "                self.model(batch.x, batch.graph, batch.edge_weight)",
+]
+
+
+def sh(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    print("$", " ".join(cmd), flush=True)
+    out = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True, **kw)
+    if check and out.returncode != 0:
+        sys.exit(f"failed ({out.returncode}): {' '.join(cmd)}\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
+    return out
+
+
+def git(repo: Path, *args: str) -> str:
+    return sh(["git", *args], repo).stdout.strip()
+
+
+def inject_slowdown(repo: Path) -> None:
+    path = repo / "gnnperf" / "variants" / "base.py"
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"\s+def step\(self, batch", line))
+    # The line after the docstring that follows the signature.
+    doc = next(i for i in range(start + 1, len(lines)) if '"""' in lines[i])
+    if lines[doc].count('"""') == 1:
+        doc = next(i for i in range(doc + 1, len(lines)) if '"""' in lines[i])
+    lines[doc + 1:doc + 1] = SLOW_LINES
+    path.write_text("\n".join(lines) + "\n")
+
+
+def make_commits(repo: Path) -> dict[str, str]:
+    git(repo, "config", "user.email", "gate-demo@localhost")
+    git(repo, "config", "user.name", "asv gate demo")
+    base = git(repo, "rev-parse", "HEAD")
+    init = repo / "gnnperf" / "__init__.py"
+    init.write_text(init.read_text() + "# asv gate demo: a no-op commit\n")
+    git(repo, "commit", "-q", "-am", "no-op: a comment")
+    noop = git(repo, "rev-parse", "HEAD")
+    inject_slowdown(repo)
+    git(repo, "commit", "-q", "-am", "slow: extra forward passes in TrainingRun.step")
+    slow = git(repo, "rev-parse", "HEAD")
+    return {"BASE": base, "NOOP": noop, "SLOW": slow}
+
+
+def write_conf(work: Path, repo: Path) -> Path:
+    from asv.util import load_json
+
+    conf = load_json(str(repo / "asv.conf.json"), js_comments=True)
+    conf.update(repo=str(repo), benchmark_dir=str(repo / "benchmarks"),
+                env_dir=str(ROOT / ".asv" / "env"), results_dir=str(work / "results"),
+                html_dir=str(work / "html"))
+    path = work / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2))
+    return path
+
+
+def medians(results_dir: Path, commit: str) -> dict[str, float]:
+    """variant -> median step time of :data:`BENCH` at :obj:`commit`."""
+    out = {}
+    for path in results_dir.glob(f"*/{commit[:8]}-*.json"):
+        data = json.loads(path.read_text())
+        row = dict(zip(data["result_columns"], data["results"].get(BENCH, [])))
+        if not row:
+            continue
+        variants = row["params"][1]
+        datasets = row["params"][0]
+        for i, value in enumerate(row["result"]):
+            if value is not None:
+                d, v = divmod(i, len(variants))
+                out[f"{datasets[d].strip(chr(39))}/{variants[v].strip(chr(39))}"] = value
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def screenshot(url: str, dest: Path) -> bool:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("chromium missing: apt-get install -y chromium", flush=True)
+        return False
+    profile = tempfile.mkdtemp(prefix="gate-demo-chromium-")
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", f"--user-data-dir={profile}",
+           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+           "--virtual-time-budget=10000", "--window-size=1400,1000",
+           f"--screenshot={dest}", url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    shutil.rmtree(profile, ignore_errors=True)
+    return out.returncode == 0 and dest.is_file() and dest.stat().st_size > 10_000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--factor", type=float, default=1.2)
+    parser.add_argument("--out", type=Path, default=ROOT / ".asv" / "gate-demo")
+    parser.add_argument("--launch-method", default="forkserver",
+                        help="spawn (the config's, for CUDA) or forkserver (faster on CPU)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary clone")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="asv-gate-demo-"))
+    repo = work / "repo"
+    sh(["git", "clone", "-q", str(ROOT), str(repo)], ROOT)
+    git(repo, "checkout", "-q", "-B", "main")
+    commits = make_commits(repo)
+    conf = write_conf(work, repo)
+    asv = [sys.executable, "-m", "asv", "--config", str(conf)]
+    sh([*asv, "machine", "--yes"], repo)
+    env = None
+    checks: dict[str, bool] = {}
+
+    gate = [*asv, "continuous", "--factor", str(args.factor), "--launch-method",
+            args.launch_method, "--show-stderr", "-b", BENCH]
+    codes = {}
+    for name, (old, new) in {"noop": ("BASE", "NOOP"), "slow": ("NOOP", "SLOW")}.items():
+        started = time.perf_counter()
+        out = sh([*gate, commits[old], commits[new]], repo, check=False, env=env)
+        codes[name] = out.returncode
+        (args.out / f"continuous-{name}.log").write_text(out.stdout + out.stderr)
+        tail = [line for line in out.stdout.splitlines() if "|" in line or "BENCHMARKS" in line]
+        print("\n".join(tail[-14:]))
+        print(f"gate {old}..{new}: exit {out.returncode} "
+              f"({time.perf_counter() - started:.0f}s)", flush=True)
+    checks["no-op commit: gate exits 0"] = codes["noop"] == 0
+    checks["slow commit: gate exits non-zero"] = codes["slow"] != 0
+
+    results = work / "results"
+    m = {name: medians(results, commits[name]) for name in commits}
+    print(f"\n{'variant':32s} {'NOOP/BASE':>10s} {'SLOW/NOOP':>10s}")
+    noise, slow = [], []
+    for key in sorted(m["BASE"]):
+        r_noop = m["NOOP"].get(key, float("nan")) / m["BASE"][key]
+        r_slow = m["SLOW"].get(key, float("nan")) / m["NOOP"].get(key, float("nan"))
+        noise.append(r_noop)
+        slow.append(r_slow)
+        print(f"{key:32s} {r_noop:10.3f} {r_slow:10.3f}")
+    summary = {
+        "factor": args.factor, "commits": commits, "exit_codes": codes,
+        "noop_ratios": noise, "slow_ratios": slow,
+        "noop_max_abs_dev": max(abs(r - 1) for r in noise) if noise else None,
+        "slow_min_ratio": min(slow) if slow else None,
+        "slow_median_ratio": statistics.median(slow) if slow else None,
+    }
+    checks["slow commit >= 30% slower on every variant"] = bool(slow) and min(slow) >= 1.3
+
+    sh([*asv, "publish"], repo)
+    html = work / "html"
+    regressions = json.loads((html / "regressions.json").read_text())
+    listed = [r for r in regressions.get("regressions", []) if r[0].startswith(BENCH)]
+    flagged = json.dumps(listed)
+    checks["regressions.json lists the injected regression"] = commits["SLOW"][:8] in flagged \
+        or commits["SLOW"] in flagged
+    summary["regressions"] = listed
+    sh([sys.executable, str(ROOT / "tools" / "asv_offline.py"), str(html)], ROOT)
+    shutil.copytree(html, args.out / "html", dirs_exist_ok=True)
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "-b",
+                               "127.0.0.1", "-d", str(html)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        base_url = f"http://127.0.0.1:{port}/index.html"
+        graph = args.out / "graph.png"
+        checks["screenshot of a benchmark graph"] = screenshot(
+            f"{base_url}#{BENCH}?p-dataset=%27synthetic-cora%27", graph)
+        checks["screenshot of the Regressions tab"] = screenshot(
+            f"{base_url}#/regressions", args.out / "regressions.png")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    summary["checks"] = checks
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print()
+    for what, ok in checks.items():
+        print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    print(f"artefacts: {args.out}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
