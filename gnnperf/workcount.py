@@ -10,7 +10,15 @@ step of a variant this module counts:
   matrix products and convolutions, as that module counts them);
 * ``bytes_allocated`` and ``peak_bytes``: the sum of allocations and the peak
   of live bytes above the step's start, from the torch profiler's memory events;
+* ``profiled_ops``: operator events the torch profiler records (dispatcher ops
+  at every nesting level, autograd nodes, compiled regions);
 * ``compiled_graphs``, ``graph_breaks`` and ``recompiles`` for compiled variants.
+
+Dynamo does not run compiled code under a Python dispatch mode: under the op
+and FLOP counters a compiled module runs its eager equivalent, so for compiled
+variants ``aten_ops`` and ``flops`` are those of the eager model (the same
+maths); ``profiled_ops`` and the memory figures come from the profiler, which
+sees the compiled code itself.
 
 With a fixed seed, thread count and batch these are identical on every run, so
 any change is a structural change of the step. Everything here returns data
@@ -29,7 +37,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 #: The metrics an exact gate compares (all integers, or None where they do not apply).
-EXACT_FIELDS = ("aten_ops", "flops", "bytes_allocated", "peak_bytes",
+EXACT_FIELDS = ("aten_ops", "flops", "profiled_ops", "bytes_allocated", "peak_bytes",
                 "compiled_graphs", "graph_breaks", "recompiles")
 
 
@@ -43,6 +51,7 @@ class WorkMetrics:
         bytes_allocated (int): Bytes allocated during one step (profiler
             memory events); :obj:`None` if the profiler recorded none.
         peak_bytes (int): Peak live bytes above the step's start.
+        profiled_ops (int): Operator events the profiler recorded in one step.
         compiled_graphs (int): Dynamo graphs since the run was built
             (compiled variants only, else :obj:`None`).
         graph_breaks (int): Dynamo graph breaks since the run was built.
@@ -58,6 +67,7 @@ class WorkMetrics:
     flops: int
     bytes_allocated: int | None
     peak_bytes: int | None
+    profiled_ops: int = 0
     compiled_graphs: int | None = None
     graph_breaks: int | None = None
     recompiles: int | None = None
@@ -105,17 +115,28 @@ def count_flops(fn: Callable[[], object]) -> int:
     return int(mode.get_total_flops())
 
 
-def memory_events(fn: Callable[[], object]) -> tuple[int, int] | None:
-    """Bytes allocated by :obj:`fn` and its peak of live bytes above its start,
-    from the profiler's ``[memory]`` events; :obj:`None` if there were none."""
+@dataclass
+class ProfiledWork:
+    """What the profiler saw of one call: operator events, and the bytes
+    allocated and peak live bytes (:obj:`None` without memory events)."""
+    ops: int
+    bytes_allocated: int | None
+    peak_bytes: int | None
+
+
+def profile_work(fn: Callable[[], object]) -> ProfiledWork:
+    """Operator events of :obj:`fn`, its bytes allocated and its peak of live
+    bytes above its start, from the torch profiler's events."""
     from torch.profiler import ProfilerActivity, profile
 
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    all_events = prof.profiler.kineto_results.events()
+    events = [e for e in all_events if e.name() == "[memory]"]
+    ops = len(all_events) - len(events)
     if not events:
-        return None
+        return ProfiledWork(ops, None, None)
     # Events of one thread; their start times order them (ties keep record order).
     events.sort(key=lambda e: e.start_ns())
     live = peak = allocated = 0
@@ -125,7 +146,7 @@ def memory_events(fn: Callable[[], object]) -> tuple[int, int] | None:
         peak = max(peak, live)
         if nbytes > 0:
             allocated += nbytes
-    return allocated, peak
+    return ProfiledWork(ops, allocated, peak)
 
 
 @dataclass
@@ -170,11 +191,11 @@ def prepare_step(variant: str, data, config=None, device: torch.device | str = "
 
 def measure_work(case: StepCase) -> WorkMetrics:
     """The work metrics of one step of :obj:`case` (three instrumented steps:
-    op count, FLOPs, memory; each on the same batch)."""
+    op count, FLOPs, profiler; each on the same batch)."""
     run = case.run
     ops = count_ops(case.step)
     flops = count_flops(case.step)
-    memory = memory_events(case.step)
+    profiled = profile_work(case.step)
     counter = run.compile_counter
     recompiles = case.recompiles
     if counter is not None:
@@ -187,8 +208,9 @@ def measure_work(case: StepCase) -> WorkMetrics:
         threads=torch.get_num_threads(),
         aten_ops=sum(ops.values()),
         flops=flops,
-        bytes_allocated=memory[0] if memory else None,
-        peak_bytes=memory[1] if memory else None,
+        bytes_allocated=profiled.bytes_allocated,
+        peak_bytes=profiled.peak_bytes,
+        profiled_ops=profiled.ops,
         compiled_graphs=counter.graphs if counter is not None else None,
         graph_breaks=counter.graph_breaks if counter is not None else None,
         recompiles=recompiles,
@@ -213,6 +235,6 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
             if base.get(name) != head.get(name)]
 
 
-__all__ = ["EXACT_FIELDS", "OpCounter", "StepCase", "WorkMetrics", "compare_exact",
-           "count_flops", "count_ops", "measure_work", "memory_events", "prepare_step",
+__all__ = ["EXACT_FIELDS", "OpCounter", "ProfiledWork", "StepCase", "WorkMetrics", "compare_exact",
+           "count_flops", "count_ops", "measure_work", "prepare_step", "profile_work",
            "work_metrics"]
