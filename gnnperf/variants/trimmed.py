@@ -31,7 +31,8 @@ class Trimmed(Technique):
             target = edge_index[1]
             # Sorted by target, the edges into the first n nodes are a prefix.
             order = torch.argsort(target, stable=True)
-            edge_index, edge_weight = edge_index[:, order], edge_weight[order]
+            edge_index = edge_index.index_select(1, order)
+            edge_weight = edge_weight.index_select(0, order)
             edges_into = torch.cumsum(torch.bincount(target, minlength=batch.x.size(0)), 0)
             nodes_within = list(itertools.accumulate(batch.extra["num_sampled_nodes"]))
             layers = []
