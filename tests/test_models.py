@@ -1,0 +1,52 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gnnperf.errors import GnnperfError
+from gnnperf.models import GCN, dropout, normalize_graph
+
+
+def test_dropout_matches_torch_semantics():
+    torch.manual_seed(0)
+    x = torch.ones(200_000, requires_grad=True)
+    out = dropout(x, 0.3, training=True)
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.005
+    assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / 0.7))
+    out.sum().backward()
+    assert torch.equal(x.grad != 0, kept)  # gradient flows through kept units only
+    assert dropout(x, 0.3, training=False) is x
+
+
+def test_gcn_matches_pyg_normalising_gcnconv():
+    from torch_geometric.nn import GCNConv
+    torch.manual_seed(0)
+    x = torch.randn(50, 8)
+    edge_index = torch.randint(0, 50, (2, 300))
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    model = GCN(8, 16, 3, num_layers=1, dropout=0.0).eval()
+    reference = GCNConv(8, 3)
+    reference.load_state_dict(model.blocks[0].conv.state_dict())
+    ours = model(x, *normalize_graph(edge_index, 50))
+    assert torch.allclose(ours, reference(x, edge_index), atol=1e-6)
+
+
+def test_gcn_shapes_and_checkpoint_equivalence():
+    torch.manual_seed(0)
+    x = torch.randn(40, 8)
+    edge_index, edge_weight = normalize_graph(torch.randint(0, 40, (2, 200)), 40)
+    plain = GCN(8, 16, 3, num_layers=3)
+    checkpointed = GCN(8, 16, 3, num_layers=3, checkpoint=True)
+    checkpointed.load_state_dict(plain.state_dict())
+    grads = []
+    for model in (plain, checkpointed):
+        torch.manual_seed(1)
+        F.cross_entropy(model(x, edge_index, edge_weight), torch.zeros(40, dtype=torch.long)).backward()
+        grads.append(model.blocks[0].conv.lin.weight.grad)
+    assert torch.allclose(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("kwargs", [dict(num_layers=0), dict(hidden_channels=0), dict(dropout=1.0)])
+def test_bad_model_sizes(kwargs):
+    with pytest.raises(GnnperfError):
+        GCN(8, **{"hidden_channels": 16, "out_channels": 3, **kwargs})
