@@ -69,6 +69,8 @@ def _worker_setup(args: argparse.Namespace):
 
     if not Path(gnnperf.__file__).resolve().is_relative_to(tree):
         raise SystemExit(f"gnnperf imported from {gnnperf.__file__}, not from {tree}")
+    from gnnperf.errors import GnnperfError
+
     workcount = _load_instrument(Path(args.instrument))
     datasets = {}
     cases = []
@@ -76,7 +78,10 @@ def _worker_setup(args: argparse.Namespace):
         variant, dataset = name.split("@")
         if dataset not in datasets:
             datasets[dataset] = load_dataset(dataset)
-        cases.append(workcount.prepare_step(variant, datasets[dataset]))
+        try:
+            cases.append(workcount.prepare_step(variant, datasets[dataset]))
+        except GnnperfError:  # a variant this tree does not have (yet)
+            cases.append(None)
     return workcount, cases
 
 
@@ -84,6 +89,9 @@ def _worker_work(args: argparse.Namespace) -> None:
     workcount, cases = _worker_setup(args)
     out = []
     for case in cases:
+        if case is None:
+            out.append(None)
+            continue
         metrics = workcount.measure_work(case)
         out.append(dict(metrics.to_dict(), exact=metrics.exact()))
     sys.stdout.write(json.dumps(out) + "\n")
@@ -95,6 +103,9 @@ def _worker_time(args: argparse.Namespace) -> None:
     _, cases = _worker_setup(args)
     step_s = []
     for case in cases:  # a few more warm steps, and a rough per-step time
+        if case is None:
+            step_s.append(None)
+            continue
         samples = []
         for _ in range(3):
             start = time.perf_counter()
@@ -165,12 +176,19 @@ def run_work(trees: dict[str, Path], cases: list[str]) -> dict[str, list[dict]]:
     return results
 
 
-def compare_work(base: list[dict], head: list[dict]) -> list[dict]:
-    """One row per case and exact metric: base, head, and whether they match."""
+def compare_work(cases: list[str], base: list[dict | None],
+                 head: list[dict | None]) -> list[dict]:
+    """One row per case and exact metric: base, head, and whether they match.
+    A benchmark only the head has is reported as new and does not fail."""
     rows = []
-    for a, b in zip(base, head):
+    for case, a, b in zip(cases, base, head):
+        if a is None or b is None:
+            rows.append({"case": case, "metric": "(benchmark)", "base": "absent" if a is None
+                         else "present", "head": "absent" if b is None else "present",
+                         "same": a is None and b is None, "new": a is None and b is not None})
+            continue
         for name in a["exact"]:
-            rows.append({"case": f"{a['variant']}@{a['dataset']}", "metric": name,
+            rows.append({"case": case, "metric": name,
                          "base": a.get(name), "head": b.get(name),
                          "same": a.get(name) == b.get(name)})
         if a.get("op_counts") != b.get("op_counts"):
@@ -186,7 +204,7 @@ def format_work(rows: list[dict]) -> str:
     for row in rows:
         if row["base"] is None and row["head"] is None:
             continue
-        verdict = "same" if row["same"] else "CHANGED"
+        verdict = "same" if row["same"] else "new" if row.get("new") else "CHANGED"
         lines.append(f"{row['case']:28} {row['metric']:16} {_fmt(row['base']):>14} "
                      f"{_fmt(row['head']):>14}  {verdict}")
         if "op_diff" in row:
@@ -272,8 +290,10 @@ def run_arms(trees: dict[str, Path], cases: list[str], processes: int, rounds: i
         workers = {arm: _Worker(tree, cases) for arm, tree in trees.items()}
         try:
             step_s = {arm: w.ready() for arm, w in workers.items()}
-            if not steps:
-                steps = [max(1, round(sample_ms / 1e3 / t)) for t in step_s[arms[0]]]
+            if not steps:  # a case missing from an arm is not timed (0 steps)
+                steps = [0 if any(step_s[arm][i] is None for arm in arms)
+                         else max(1, round(sample_ms / 1e3 / step_s[arms[0]][i]))
+                         for i in range(len(cases))]
             for case in cases:
                 for arm in arms:
                     for clock in ("cpu", "wall"):
@@ -282,6 +302,8 @@ def run_arms(trees: dict[str, Path], cases: list[str], processes: int, rounds: i
                 shift = (rnd + proc_set) % len(arms)
                 order = arms[shift:] + arms[:shift]
                 for i, case in enumerate(cases):
+                    if not steps[i]:
+                        continue
                     for arm in order:
                         sample = workers[arm].time(i, steps[i])
                         if rnd > 0:
@@ -302,7 +324,7 @@ def run_time(trees: dict[str, Path], cases: list[str], processes: int, rounds: i
     other = "wall" if clock == "cpu" else "cpu"
     return [TimeSamples(case, n, clock, times[case]["base"][clock], times[case]["head"][clock],
                         times[case]["base"][other], times[case]["head"][other])
-            for case, n in zip(cases, steps)]
+            for case, n in zip(cases, steps) if n]
 
 
 @dataclass
@@ -473,11 +495,11 @@ def gate(args: argparse.Namespace) -> int:
         if not args.no_work:
             log(f"work metrics of {len(cases)} benchmarks in both trees ...")
             work = run_work(trees, cases)
-            rows = compare_work(work["base"], work["head"])
+            rows = compare_work(cases, work["base"], work["head"])
             report["work"] = {"base": work["base"], "head": work["head"], "rows": rows}
             print("== exact work metrics (one training step)")
             print(format_work(rows))
-            changed = any(not row["same"] for row in rows)
+            changed = any(not row["same"] and not row.get("new") for row in rows)
             if changed and not args.accept_work_change:
                 failed = True
                 print("work gate: FAILED (a work metric changed; --accept-work-change "
@@ -496,6 +518,9 @@ def gate(args: argparse.Namespace) -> int:
                               "verdicts": [asdict(v) for v in verdicts]}
             print(f"== step time, {args.clock} clock (base = A, head = B)")
             print(format_time(verdicts, args.threshold, args.alpha))
+            untimed = sorted(set(cases) - {v.case for v in verdicts})
+            if untimed:
+                print(f"not timed (absent from a tree): {', '.join(untimed)}")
             regressions = [v.case for v in verdicts if v.verdict == "REGRESSION"]
             if regressions:
                 failed = True

@@ -1,0 +1,85 @@
+"""pytest-benchmark benchmarks of every registry variant's training step, on
+Cora and a small synthetic graph, grouped by variant.
+
+The ordinary test run (``--benchmark-disable`` in pyproject's addopts) runs
+each step once, untimed, and checks the work metrics; the timed run is::
+
+    pytest tests/test_bench_training.py --benchmark-enable --benchmark-json bench.json
+
+Each benchmark's ``extra_info`` holds the exact work metrics of one step
+(:mod:`gnnperf.workcount`: ATen ops, FLOPs, profiled ops, bytes allocated,
+peak bytes, compiled graphs / graph breaks / recompiles), the peak memory, the
+accuracy after the timed steps, the thread count and the device. Wall-clock
+comparisons between runs belong to ``tools/ab_gate.py`` (interleaved A/B in
+one job), not to ``--benchmark-compare-fail`` across jobs.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnperf.data import load_dataset
+from gnnperf.errors import GnnperfError
+from gnnperf.variants import STANDARD_VARIANTS, TECHNIQUES
+from gnnperf.workcount import EXACT_FIELDS, measure_work, prepare_step
+
+DATASETS = ["cora", "synthetic-10k"]
+DEVICE = torch.device("cpu")
+THREADS = 1
+
+
+def _cuda_only(variant: str) -> bool:
+    return any(getattr(TECHNIQUES.get(t), "cuda_only", False) for t in variant.split("+"))
+
+
+@pytest.fixture(scope="module")
+def bench_data(request):
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            if name == "cora":
+                cache[name] = request.getfixturevalue("cora")
+            else:
+                cache[name] = load_dataset(name)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("dataset", DATASETS)
+@pytest.mark.parametrize("variant", STANDARD_VARIANTS)
+def test_train_step(benchmark, bench_data, variant, dataset):
+    if _cuda_only(variant) and DEVICE.type != "cuda":
+        pytest.skip(f"{variant} needs CUDA")
+    torch.set_num_threads(THREADS)
+    try:
+        case = prepare_step(variant, bench_data(dataset), device=DEVICE)
+    except GnnperfError as exc:  # a technique that does not apply here
+        pytest.skip(str(exc))
+    work = measure_work(case)
+    benchmark.group = variant
+    benchmark.extra_info.update({
+        "variant": case.variant,
+        "dataset": dataset,
+        "device": str(DEVICE),
+        "threads": torch.get_num_threads(),
+        "peak_memory_bytes": work.peak_bytes,
+        "peak_memory_method": "torch profiler memory events, live bytes above step start",
+        "work": work.exact(),
+        "op_counts": work.op_counts,
+    })
+
+    benchmark(case.step)
+
+    accuracy = case.run.evaluate()
+    benchmark.extra_info["accuracy"] = accuracy
+
+    assert work.aten_ops > 0 and work.flops > 0 and work.profiled_ops > 0
+    assert work.bytes_allocated and work.peak_bytes and work.peak_bytes <= work.bytes_allocated
+    assert all(0.0 <= acc <= 1.0 for acc in accuracy.values())
+    assert set(benchmark.extra_info["work"]) == set(EXACT_FIELDS)
+    if case.run.compile_counter is not None:
+        assert work.recompiles == 0, "a compiled variant recompiled on a repeated batch"
+    else:
+        assert work.graph_breaks is None and work.recompiles is None
