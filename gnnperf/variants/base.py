@@ -90,7 +90,8 @@ def _keep_edge_index(edge_index: Tensor, edge_weight: Tensor | None, num_targets
 class TrainingRun:
     r"""A model, its optimiser and its data, shaped by a variant's techniques.
 
-    Techniques replace or wrap the hooks :meth:`batches`, :attr:`forward`,
+    Techniques replace or wrap the hooks :meth:`batches`,
+    :meth:`subgraph_batch`, :attr:`graph_transform`, :attr:`forward`,
     :attr:`autocast` and :attr:`scaler`; :meth:`step` and :meth:`evaluate`
     stay the same for every variant.
     """
@@ -114,6 +115,8 @@ class TrainingRun:
         self.stats: dict[str, float | int | str] = {}
         self.compile_counter = None  # set by the compiled technique
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
+        # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
+        self.train_nodes = self.data.train_mask.nonzero().view(-1)
 
     # Hooks -----------------------------------------------------------------
     def full_graph(self) -> tuple[Tensor, Tensor | None]:
@@ -135,9 +138,8 @@ class TrainingRun:
     def batches(self) -> Iterable[Batch]:
         """One epoch's batches; the full graph with the training mask by default."""
         graph, edge_weight = self.full_graph()
-        yield Batch(self.data.x, graph, edge_weight, self.data.y, self.data.train_mask,
-                    num_seeds=int(self.data.train_mask.sum()),
-                    num_edges=self.data.edge_index.size(1))
+        yield Batch(self.data.x, graph, edge_weight, self.data.y, self.train_nodes,
+                    num_seeds=self.train_nodes.numel(), num_edges=self.data.edge_index.size(1))
 
     # Fixed parts -------------------------------------------------------------
     def step(self, batch: Batch) -> Tensor:
