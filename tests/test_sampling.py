@@ -20,8 +20,8 @@ def _in_neighbors(data):
     return table
 
 
-def _check_sample(data, fanout, seeds, seed=0):
-    sampler = VectorizedNeighborSampler(data, fanout, seed=seed)
+def _check_sample(data, fanout, seeds, seed=0, padded=False):
+    sampler = VectorizedNeighborSampler(data, fanout, seed=seed, padded=padded)
     node, row, col, edge, nodes_per_hop, edges_per_hop = sampler.sample(seeds)
     neighbors = _in_neighbors(data)
     edges = set(map(tuple, data.edge_index.t().tolist()))
@@ -51,26 +51,29 @@ def _check_sample(data, fanout, seeds, seed=0):
     return node, row, col
 
 
-def test_sampler_correct_on_cora(cora):
+@pytest.mark.parametrize("padded", [False, True])
+def test_sampler_correct_on_cora(cora, padded):
     seeds = torch.randperm(cora.num_nodes, generator=torch.Generator().manual_seed(0))[:64]
-    _check_sample(cora, [10, 5], seeds)
+    _check_sample(cora, [10, 5], seeds, padded=padded)
 
 
-def test_sampler_correct_on_hub_graph(hub_graph):
+@pytest.mark.parametrize("padded", [False, True])
+def test_sampler_correct_on_hub_graph(hub_graph, padded):
     degree = torch.bincount(hub_graph.edge_index[1], minlength=hub_graph.num_nodes)
     hubs = degree.argsort(descending=True)[:8]
     seeds = torch.cat([hubs, torch.tensor([i for i in range(50) if i not in set(hubs.tolist())])])
-    _check_sample(hub_graph, [15, 10], seeds)
+    _check_sample(hub_graph, [15, 10], seeds, padded=padded)
     assert degree[hubs].min() > 15  # the hubs do exercise sampling without replacement
 
 
+@pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("graph", ["cora", "hub_graph"])
-def test_sampling_is_uniform(graph, request):
+def test_sampling_is_uniform(graph, padded, request):
     data = request.getfixturevalue(graph)
     degree = torch.bincount(data.edge_index[1], minlength=data.num_nodes)
     target = int(degree.argmax())
     k, trials = 5, 4000
-    sampler = VectorizedNeighborSampler(data, [k], seed=7)
+    sampler = VectorizedNeighborSampler(data, [k], seed=7, padded=padded)
     counts = torch.zeros(data.num_nodes, dtype=torch.long)
     seeds = torch.tensor([target])
     for _ in range(trials):
