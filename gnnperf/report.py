@@ -107,16 +107,18 @@ def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str =
     import io
 
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     points = [r for r in results if r.step_peak_bytes]
-    fig, ax = plt.subplots(figsize=(7, 5), dpi=120)
-    for r in points:
-        x, y = r.step_peak_bytes / MIB, r.epoch_time.median * 1e3
-        ax.scatter(x, y, s=60)
-        ax.annotate(f"{r.variant}\nacc {r.test_acc:.3f}", (x, y), textcoords="offset points",
-                    xytext=(6, 6), fontsize=8)
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    markers = "osD^vP*Xh<>"
+    for index, r in enumerate(points):
+        # A legend rather than annotations: variants often sit on top of each other.
+        ax.scatter(r.step_peak_bytes / MIB, r.epoch_time.median * 1e3, s=70,
+                   marker=markers[index % len(markers)], alpha=0.85,
+                   label=f"{r.variant} (acc {r.test_acc:.3f})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     on_cuda = any(r.device.startswith("cuda") for r in points)
@@ -126,6 +128,11 @@ def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str =
     ax.set_title(title or "GCN training variants")
     ax.grid(True, which="both", alpha=0.3)
     ax.margins(0.25)
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain)
+    ax.legend(fontsize=8, loc="best")
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
