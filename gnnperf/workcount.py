@@ -50,7 +50,8 @@ class WorkMetrics:
         flops (int): FLOPs of one step (FlopCounterMode's count).
         bytes_allocated (int): Bytes allocated during one step (profiler
             memory events); :obj:`None` if the profiler recorded none.
-        peak_bytes (int): Peak live bytes above the step's start.
+        peak_bytes (int): Peak live bytes above the step's start (above the
+            lowest level before the peak, see :func:`profile_work`).
         profiled_ops (int): Operator events the profiler recorded in one step.
         compiled_graphs (int): Dynamo graphs since the run was built
             (compiled variants only, else :obj:`None`).
@@ -139,11 +140,16 @@ def profile_work(fn: Callable[[], object]) -> ProfiledWork:
         return ProfiledWork(ops, None, None)
     # Events of one thread; their start times order them (ties keep record order).
     events.sort(key=lambda e: e.start_ns())
-    live = peak = allocated = 0
+    # The peak is the largest rise of live bytes above their lowest level
+    # before it: frees of blocks allocated before the call are reported only
+    # when an earlier profiling session saw the allocation, so the level
+    # before the step's own allocations is not reliably zero.
+    live = low = peak = allocated = 0
     for event in events:
         nbytes = int(event.nbytes())
         live += nbytes
-        peak = max(peak, live)
+        low = min(low, live)
+        peak = max(peak, live - low)
         if nbytes > 0:
             allocated += nbytes
     return ProfiledWork(ops, allocated, peak)

@@ -34,6 +34,7 @@ import importlib.util
 import json
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -189,27 +190,29 @@ def compare_work(cases: list[str], base: list[dict | None],
             continue
         for name in a["exact"]:
             rows.append({"case": case, "metric": name,
-                         "base": a.get(name), "head": b.get(name),
-                         "same": a.get(name) == b.get(name)})
-        if a.get("op_counts") != b.get("op_counts"):
-            ops = sorted(set(a.get("op_counts", {})) | set(b.get("op_counts", {})))
-            diff = {op: (a["op_counts"].get(op, 0), b["op_counts"].get(op, 0)) for op in ops
-                    if a["op_counts"].get(op, 0) != b["op_counts"].get(op, 0)}
-            rows[-1]["op_diff"] = diff
+                         "base": a["exact"].get(name), "head": b["exact"].get(name),
+                         "same": a["exact"].get(name) == b["exact"].get(name)})
+        ops_a, ops_b = a.get("op_counts", {}), b.get("op_counts", {})
+        if ops_a != ops_b:
+            diff = {op: (ops_a.get(op, 0), ops_b.get(op, 0)) for op in sorted(set(ops_a) | set(ops_b))
+                    if ops_a.get(op, 0) != ops_b.get(op, 0)}
+            rows.append({"case": case, "metric": "op_counts", "base": None, "head": None,
+                         "same": False, "op_diff": diff})
     return rows
 
 
 def format_work(rows: list[dict]) -> str:
     lines = [f"{'benchmark':28} {'metric':16} {'base':>14} {'head':>14}  verdict"]
     for row in rows:
+        if "op_diff" in row:
+            changes = ", ".join(f"{op} {a}->{b}" for op, (a, b) in row["op_diff"].items())
+            lines.append(f"{row['case']:28} {'ops changed':16} {changes}")
+            continue
         if row["base"] is None and row["head"] is None:
             continue
         verdict = "same" if row["same"] else "new" if row.get("new") else "CHANGED"
         lines.append(f"{row['case']:28} {row['metric']:16} {_fmt(row['base']):>14} "
                      f"{_fmt(row['head']):>14}  {verdict}")
-        if "op_diff" in row:
-            changes = ", ".join(f"{op} {a}->{b}" for op, (a, b) in row["op_diff"].items())
-            lines.append(f"{'':28} ops changed: {changes}")
     return "\n".join(lines)
 
 
@@ -278,8 +281,11 @@ def run_arms(trees: dict[str, Path], cases: list[str], processes: int, rounds: i
 
     ``processes`` times, one worker process per arm is started (together);
     then ``rounds`` rounds (plus one dropped warm-up round) time each case in
-    every arm, one block of steps each, the arms in an order rotated every
-    round and process set (A B, B A, ... for two arms). Returns the block
+    every arm, one block of steps each: for two arms alternately A B and B A
+    (each sample follows one of the other arm as often as one of its own),
+    for more arms in a random order each round (seeded), since a fixed
+    rotation makes each arm always follow the same one (measured here: a
+    sample after a busy-loop arm ran ~1.5% slower). Returns the block
     size per case (the first arm's step time sets it, the same for all arms)
     and ``times[case][arm][clock][process][round]`` in seconds per step, for
     the ``cpu`` and ``wall`` clocks."""
@@ -298,9 +304,12 @@ def run_arms(trees: dict[str, Path], cases: list[str], processes: int, rounds: i
                 for arm in arms:
                     for clock in ("cpu", "wall"):
                         times[case][arm][clock].append([])
+            shuffler = random.Random(proc_set)
             for rnd in range(rounds + 1):  # round 0 warms up and is dropped
-                shift = (rnd + proc_set) % len(arms)
-                order = arms[shift:] + arms[:shift]
+                if len(arms) == 2:  # A B, B A, A B, ...: each follows the other equally
+                    order = arms if (rnd + proc_set) % 2 == 0 else arms[::-1]
+                else:  # a fresh order each round: no arm always follows the same one
+                    order = shuffler.sample(arms, len(arms))
                 for i, case in enumerate(cases):
                     if not steps[i]:
                         continue

@@ -8,7 +8,7 @@ self-calibrating, so the injected slowdown stays ``s`` whatever the load),
 and times them with the gate's interleaved timing (:func:`ab_gate.run_arms`).
 A trial starts ``--processes`` sets of worker processes, one per arm (A, a
 second A for the A/A comparison, B5, B10, B20), and times ``--rounds``
-rounds in each, the arms' order rotating every round; each of the four
+rounds in each, the arms in a random order every round; each of the four
 comparisons (A'/A, B5/A, B10/A, B20/A) is then judged exactly as
 ``ab_gate`` judges base/head. Sharing worker start-up across arms keeps a
 trial affordable; five arms spread each round over more time than the gate's
