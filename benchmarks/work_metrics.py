@@ -1,0 +1,113 @@
+"""Exact work metrics of one training step per variant, as asv ``track_``
+benchmarks: ATen op count, FLOPs, profiled op events, bytes allocated and
+peak bytes (:mod:`gnnperf.workcount`), and compiled graphs, graph breaks and
+recompiles for compiled variants. They are identical on every run of an
+unchanged commit, so any step in their history is a structural change.
+
+Self-contained (it does not depend on :mod:`benchmarks.common`): benchmarks
+come from the working tree while gnnperf comes from each benchmarked commit,
+so a commit without :mod:`gnnperf.workcount`, without a variant or without the
+Cora files makes the affected benchmarks n/a (``NotImplementedError``), as do
+metrics that do not apply (graph breaks of an eager variant).
+"""
+from __future__ import annotations
+
+DATASETS = ["cora", "synthetic-10k"]
+THREADS = 1
+
+try:
+    from gnnperf.variants import STANDARD_VARIANTS as _REGISTRY
+    VARIANTS: list[str] = list(_REGISTRY)
+except Exception:  # an older commit without the registry
+    VARIANTS = ["baseline", "sampled", "amp", "compiled", "checkpointed"]
+
+
+def _measure_all() -> dict:
+    """Work metrics of every (dataset, variant), or None where unavailable."""
+    import torch
+
+    torch.set_num_threads(THREADS)
+    try:
+        from gnnperf.data import load_dataset
+        from gnnperf.workcount import work_metrics
+    except ImportError:
+        return {}
+    results: dict = {}
+    for dataset in DATASETS:
+        try:
+            data = load_dataset(dataset)
+        except Exception:  # e.g. Cora's raw files absent on this machine
+            continue
+        for variant in VARIANTS:
+            try:
+                results[dataset, variant] = work_metrics(variant, data, threads=THREADS).exact()
+            except Exception:  # a variant this commit lacks, or CUDA-only here
+                results[dataset, variant] = None
+    return results
+
+
+class _Base:
+    params = [DATASETS, VARIANTS]
+    param_names = ["dataset", "variant"]
+    timeout = 900  # compiles the compiled variants once per dataset
+
+    def setup_cache(self):
+        return _measure_all()
+
+    def _pick(self, cache, dataset, variant) -> dict:
+        metrics = cache.get((dataset, variant))
+        if metrics is None:
+            raise NotImplementedError(f"no work metrics for {variant} on {dataset}")
+        return metrics
+
+
+class WorkMetrics(_Base):
+    """Work of one training step (the same batch each time, after warm-up)."""
+
+    def setup(self, cache, dataset, variant):
+        self.metrics = self._pick(cache, dataset, variant)
+
+    def track_aten_ops(self, cache, dataset, variant):
+        return self.metrics["aten_ops"]
+    track_aten_ops.unit = "ops"
+
+    def track_flops(self, cache, dataset, variant):
+        return self.metrics["flops"]
+    track_flops.unit = "flops"
+
+    def track_profiled_ops(self, cache, dataset, variant):
+        return self.metrics["profiled_ops"]
+    track_profiled_ops.unit = "events"
+
+    def track_bytes_allocated(self, cache, dataset, variant):
+        if self.metrics["bytes_allocated"] is None:
+            raise NotImplementedError("no profiler memory events")
+        return self.metrics["bytes_allocated"]
+    track_bytes_allocated.unit = "bytes"
+
+    def track_peak_bytes(self, cache, dataset, variant):
+        if self.metrics["peak_bytes"] is None:
+            raise NotImplementedError("no profiler memory events")
+        return self.metrics["peak_bytes"]
+    track_peak_bytes.unit = "bytes"
+
+
+class CompileMetrics(_Base):
+    """Dynamo's graphs, graph breaks and recompiles (compiled variants only)."""
+
+    def setup(self, cache, dataset, variant):
+        self.metrics = self._pick(cache, dataset, variant)
+        if self.metrics["compiled_graphs"] is None:
+            raise NotImplementedError(f"{variant} is not compiled")
+
+    def track_compiled_graphs(self, cache, dataset, variant):
+        return self.metrics["compiled_graphs"]
+    track_compiled_graphs.unit = "graphs"
+
+    def track_graph_breaks(self, cache, dataset, variant):
+        return self.metrics["graph_breaks"]
+    track_graph_breaks.unit = "breaks"
+
+    def track_recompiles(self, cache, dataset, variant):
+        return self.metrics["recompiles"]
+    track_recompiles.unit = "recompiles"
