@@ -23,6 +23,7 @@ pytestmark = pytest.mark.asv
 
 # Figures that are n/a on a machine without CUDA.
 CUDA_ONLY = ("track_cuda_peak_mib",)
+OWN = ("training.", "scaling.", "control.", "compile.")
 
 
 def _git_head() -> str | None:
@@ -105,7 +106,8 @@ def test_asv_quick_smoke(asv_conf):
         combos = list(itertools.product(*row["params"])) or [()]
         for combo, value in zip(combos, row["result"]):
             assert value is not None, f"{name}{combo} failed"  # failed: null, n/a: NaN
-            if isinstance(value, float) and math.isnan(value):
+            # n/a is checked for this suite's own modules; others only must not fail.
+            if isinstance(value, float) and math.isnan(value) and name.startswith(OWN):
                 assert _may_be_na(name, combo), f"{name}{combo} is n/a"
 
 
