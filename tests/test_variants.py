@@ -109,3 +109,11 @@ def test_a_new_technique_is_one_class_and_one_registry_line(cora, monkeypatch):
     assert "scaled" in standard_variants()
     run = get_variant("sampled+scaled").build(cora, TrainConfig(), CPU)
     assert float(run.step(next(iter(run.batches())))) > 0
+
+
+@pytest.mark.parametrize("variant, reference", [
+    ("sparse", "baseline"), ("sampled+trimmed", "sampled"), ("sparse+checkpointed", "sparse"),
+    ("compiled+sampled", "sampled"), ("baseline", "baseline")])
+def test_reference_variant(variant, reference):
+    from gnnperf.variants import reference_variant
+    assert reference_variant(variant) == reference

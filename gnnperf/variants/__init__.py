@@ -33,6 +33,14 @@ def standard_variants() -> list[str]:
 STANDARD_VARIANTS = standard_variants()
 
 
+def reference_variant(name: str) -> str:
+    """What :obj:`name` is compared with: the same variant without its last
+    technique in application order (``sampled+trimmed`` -> ``sampled``,
+    ``sparse+checkpointed`` -> ``sparse``, ``sparse`` -> ``baseline``)."""
+    techniques = get_variant(name).techniques
+    return "+".join(t.name for t in techniques[:-1]) or BASELINE
+
+
 @dataclass(frozen=True)
 class Variant:
     """A set of techniques with its canonical name."""
@@ -73,4 +81,5 @@ def get_variant(name: str) -> Variant:
 
 
 __all__ = ["Batch", "Technique", "TrainConfig", "TrainingRun", "Variant", "TECHNIQUES",
-           "STANDARD_VARIANTS", "BASELINE", "get_variant", "standard_variants"]
+           "STANDARD_VARIANTS", "BASELINE", "get_variant", "reference_variant",
+           "standard_variants"]

@@ -1,0 +1,109 @@
+"""Each technique against its reference on the same graph in the same
+process: step-time and peak-memory ratios, and the accuracy cost. The
+reference is the variant without the technique (``sampled+trimmed`` against
+``sampled``, ``sparse`` against ``baseline``), so a new registry entry gets its
+ratio here with no edit. Steps alternate A B A B so machine drift hits both.
+Lower is better for every figure (asv's convention)."""
+from __future__ import annotations
+
+import statistics
+import time
+
+from . import common
+from .common import PROFILE, VARIANTS
+
+# Widths where the techniques differ most: the tutorial's 16, and 256 where the
+# per-edge messages dominate a full-graph step.
+HIDDEN = (16,) if PROFILE.name == "quick" else (16, 256)
+STEPS = 5 if PROFILE.name == "quick" else 15
+COMPARED = [v for v in VARIANTS if v != "baseline"] or ["sparse"]
+
+
+def _peak_bytes(step, probe, dev) -> int:
+    import torch
+    if probe is None:  # CUDA
+        common.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        step()
+        common.synchronize(dev)
+        return torch.cuda.max_memory_allocated(dev)
+    probe.reset()
+    step()
+    return probe.peak_bytes() or 0
+
+
+def compare(data, variant: str, hidden: int) -> dict[str, float]:
+    """Ratios of :obj:`variant` to its reference: interleaved step times,
+    step peaks (after a warm-up step each), test error after the steps."""
+    reference = common._gnnperf("variants.reference_variant")(variant)
+    probe_class = common._gnnperf("measure.CpuPeakMemory")
+    dev = common.device()
+    config = common.train_config(hidden=hidden)
+    runs = [common.variant(name).build(data, config, dev) for name in (variant, reference)]
+    batches = [list(run.batches()) for run in runs]
+    for run, own in zip(runs, batches):
+        run.step(own[0])  # warm-up, compilation included
+    probe = probe_class() if dev.type == "cpu" else None
+    peaks = [_peak_bytes(lambda: run.step(own[0]), probe, dev) for run, own in zip(runs, batches)]
+    times: list[list[float]] = [[], []]
+    for step in range(STEPS):
+        for index, (run, own) in enumerate(zip(runs, batches)):
+            common.synchronize(dev)
+            start = time.perf_counter()
+            run.step(own[step % len(own)])
+            common.synchronize(dev)
+            times[index].append(time.perf_counter() - start)
+    errors = [1.0 - run.evaluate()["test"] for run in runs]
+    return {
+        "time_ratio": statistics.median(times[0]) / statistics.median(times[1]),
+        "memory_ratio": peaks[0] / peaks[1] if peaks[1] else float("nan"),
+        "error_delta": 100.0 * (errors[0] - errors[1]),
+    }
+
+
+def ratios_cache(self):
+    """Every (dataset, variant, hidden) compared once per ``asv run``: the three
+    figures of a comparison come from one measurement."""
+    common.set_threads()
+    graphs = common.training_datasets_cache(self)
+    figures = {}
+    for dataset in PROFILE.datasets:
+        for variant in COMPARED:
+            for hidden in HIDDEN:
+                try:
+                    data = common.dataset(graphs, dataset)
+                    figures[dataset, variant, hidden] = compare(data, variant, hidden)
+                except Exception as exc:  # unsupported here (e.g. sparse+amp on CPU)
+                    figures[dataset, variant, hidden] = f"{type(exc).__name__}: {exc}"
+    return figures
+
+
+ratios_cache.timeout = 3600
+
+
+class TechniqueRatio:
+    params = [list(PROFILE.datasets), COMPARED, list(HIDDEN)]
+    param_names = ["dataset", "variant", "hidden"]
+    setup_cache = ratios_cache
+    timeout = 3600
+
+    def setup(self, figures, dataset, variant, hidden):
+        self.figures = figures.get((dataset, variant, hidden), "not measured")
+        if isinstance(self.figures, str):
+            raise NotImplementedError(self.figures)
+
+    def track_step_time_ratio(self, figures, dataset, variant, hidden):
+        """Median step time of the variant over its reference's."""
+        return self.figures["time_ratio"]
+
+    def track_step_peak_ratio(self, figures, dataset, variant, hidden):
+        """Step peak memory (CPU RSS growth or CUDA allocated) over the reference's."""
+        return self.figures["memory_ratio"]
+
+    def track_test_error_delta_pts(self, figures, dataset, variant, hidden):
+        """Test error after the same few steps minus the reference's, in points."""
+        return self.figures["error_delta"]
+
+    track_step_time_ratio.unit = "ratio"
+    track_step_peak_ratio.unit = "ratio"
+    track_test_error_delta_pts.unit = "points"
