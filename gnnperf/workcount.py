@@ -174,12 +174,15 @@ def prepare_step(variant: str, data, config=None, device: torch.device | str = "
     """Builds :obj:`variant` on :obj:`data` and trains :obj:`warmup_epochs`
     epochs (optimiser state created, compilation done); the returned case
     steps on the first batch of a further epoch. ``recompiles`` counts graphs
-    compiled after the first epoch."""
+    compiled after the first epoch. Resets Dynamo's caches first."""
     from gnnperf.variants import TrainConfig, get_variant
 
     device = torch.device(device)
     config = config or TrainConfig()
     spec = get_variant(variant)
+    # A clean Dynamo cache: otherwise a variant compiled earlier in the same
+    # process reuses its graphs and compiled_graphs would depend on history.
+    torch._dynamo.reset()
     run = spec.build(data, config, device)
     graphs_after_first = None
     for epoch in range(max(1, warmup_epochs)):

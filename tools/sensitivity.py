@@ -22,7 +22,8 @@ minimum effect of ``ab_gate --threshold``) and clock, the false-alarm rate
 
     python tools/sensitivity.py --variant baseline --dataset synthetic-10k --trials 10
 
-``--json`` keeps every trial's samples; ``--from-json`` re-evaluates them.
+``--json`` keeps every trial's per-round log ratios; ``--from-json``
+re-evaluates them with the current decision rule.
 """
 from __future__ import annotations
 
@@ -183,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         trials = saved["trials"]
         for t in trials:
             t["slowdown"] = float(t["slowdown"])
+            for clock in ("cpu", "wall"):  # judged by the current rule
+                center, p_slower, p_faster, lo, hi = ab_gate.pair_test(t[clock]["log_ratios"])
+                t[clock].update(ratio=math.exp(center), p_slower=p_slower, p_faster=p_faster,
+                                ci=[math.exp(lo), math.exp(hi)])
         print(json.dumps(saved["settings"]))
         print(format_table(trials, evaluate(trials, thresholds, args.alpha)))
         return 0
