@@ -9,11 +9,14 @@ from .common import PROFILE
 _VARIANTS = common.scaling_variants()
 
 
-class ScalingStep:
+class _PerSize:
     params = [list(PROFILE.scaling), _VARIANTS]
     param_names = ["edges", "variant"]
     setup_cache = common.scaling_graphs_cache
     timeout = 1200
+
+
+class ScalingStep(_PerSize):
     number = 1
     repeat = PROFILE.repeat
     rounds = PROFILE.rounds
@@ -27,11 +30,7 @@ class ScalingStep:
         self.prep.step()
 
 
-class ScalingMemory:
-    params = [list(PROFILE.scaling), _VARIANTS]
-    param_names = ["edges", "variant"]
-    setup_cache = common.scaling_graphs_cache
-    timeout = 1200
+class ScalingMemory(_PerSize):
 
     def setup(self, cache, edges, variant):
         common.set_threads()

@@ -11,12 +11,16 @@ from . import common
 from .common import PROFILE, VARIANTS
 
 
-class TrainStep:
-    """One optimiser step on a prepared batch (sampling excluded)."""
+class _PerVariant:
+    """Parameters shared by the per-(dataset, variant) benchmarks."""
     params = [list(PROFILE.datasets), VARIANTS]
     param_names = ["dataset", "variant"]
     setup_cache = common.training_datasets_cache
     timeout = 600
+
+
+class TrainStep(_PerVariant):
+    """One optimiser step on a prepared batch (sampling excluded)."""
     number = 1  # setup re-runs before each call anyway (asv_runner 0.3.2)
     repeat = PROFILE.repeat
     rounds = PROFILE.rounds
@@ -31,14 +35,10 @@ class TrainStep:
         self.prep.step()
 
 
-class TrainStepMemory:
+class TrainStepMemory(_PerVariant):
     """Peak memory of a training step: the process's RSS high-water mark
     (imports and the dataset included: subtract ``control.peakmem_noop``) and
     the CUDA allocator's peak on GPUs."""
-    params = [list(PROFILE.datasets), VARIANTS]
-    param_names = ["dataset", "variant"]
-    setup_cache = common.training_datasets_cache
-    timeout = 600
 
     def setup(self, cache, dataset, variant):
         common.set_threads()
@@ -51,13 +51,9 @@ class TrainStepMemory:
             self.prep.step()
 
 
-class CudaStepMemory:
+class CudaStepMemory(_PerVariant):
     """``torch.cuda.max_memory_allocated`` over one warm step (model and data
     included); n/a on machines without CUDA."""
-    params = [list(PROFILE.datasets), VARIANTS]
-    param_names = ["dataset", "variant"]
-    setup_cache = common.training_datasets_cache
-    timeout = 600
 
     def setup(self, cache, dataset, variant):
         common.set_threads()
