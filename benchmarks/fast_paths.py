@@ -19,32 +19,19 @@ STEPS = 5 if PROFILE.name == "quick" else 15
 COMPARED = [v for v in VARIANTS if v != "baseline"] or ["sparse"]
 
 
-def _peak_bytes(step, probe, dev) -> int:
-    import torch
-    if probe is None:  # CUDA
-        common.synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        step()
-        common.synchronize(dev)
-        return torch.cuda.max_memory_allocated(dev)
-    probe.reset()
-    step()
-    return probe.peak_bytes() or 0
-
-
 def compare(data, variant: str, hidden: int) -> dict[str, float]:
     """Ratios of :obj:`variant` to its reference: interleaved step times,
     step peaks (after a warm-up step each), test error after the steps."""
     reference = common._gnnperf("variants.reference_variant")(variant)
-    probe_class = common._gnnperf("measure.CpuPeakMemory")
+    step_peak_bytes = common._gnnperf("measure.step_peak_bytes")
     dev = common.device()
     config = common.train_config(hidden=hidden)
     runs = [common.variant(name).build(data, config, dev) for name in (variant, reference)]
     batches = [list(run.batches()) for run in runs]
     for run, own in zip(runs, batches):
         run.step(own[0])  # warm-up, compilation included
-    probe = probe_class() if dev.type == "cpu" else None
-    peaks = [_peak_bytes(lambda: run.step(own[0]), probe, dev) for run, own in zip(runs, batches)]
+    peaks = [step_peak_bytes(lambda: run.step(own[0]), dev) or 0
+             for run, own in zip(runs, batches)]
     times: list[list[float]] = [[], []]
     for step in range(STEPS):
         for index, (run, own) in enumerate(zip(runs, batches)):
@@ -97,7 +84,7 @@ class TechniqueRatio:
         return self.figures["time_ratio"]
 
     def track_step_peak_ratio(self, figures, dataset, variant, hidden):
-        """Step peak memory (CPU RSS growth or CUDA allocated) over the reference's."""
+        """Step peak memory (torch CPU allocations or CUDA allocated) over the reference's."""
         return self.figures["memory_ratio"]
 
     def track_test_error_delta_pts(self, figures, dataset, variant, hidden):

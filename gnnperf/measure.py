@@ -3,7 +3,6 @@ apart from warm-up and compilation, a step's peak memory, accuracy and
 throughput. Returns dataclasses and never prints."""
 from __future__ import annotations
 
-import ctypes
 import os
 import platform
 import statistics
@@ -19,14 +18,6 @@ from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
-
-# glibc serves allocations above this from mmap and returns them to the OS on
-# free, so the resident-set high-water mark follows torch's CPU tensors.
-# Without a fixed threshold glibc raises it dynamically and reuses freed heap,
-# hiding a step's peak from the RSS counters.
-MMAP_THRESHOLD_BYTES = 64 * 1024
-_M_MMAP_THRESHOLD = -3
-
 
 def synchronize(device: torch.device) -> None:
     """Waits for queued kernels so wall-clock time covers their execution."""
@@ -50,53 +41,13 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-class CpuPeakMemory:
-    """Peak resident memory of a stretch of code above its starting RSS.
-
-    Resets the kernel's high-water mark (``VmHWM``) through
-    ``/proc/self/clear_refs`` and reads it back from ``/proc/self/status``.
-    ``tracemalloc`` cannot be used: it does not see torch's allocations.
-    """
-
-    def __init__(self) -> None:
-        self.available = Path("/proc/self/clear_refs").exists()
-        if self.available:
-            try:
-                libc = ctypes.CDLL("libc.so.6")
-                libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-                self._trim = libc.malloc_trim
-            except OSError:
-                self.available = False
-        self._start = 0
-
-    @staticmethod
-    def _status_kib(field_name: str) -> int:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith(field_name):
-                    return int(line.split()[1])
-        raise GnnperfError(f"/proc/self/status has no {field_name}")
-
-    def reset(self) -> None:
-        if not self.available:
-            return
-        self._trim(0)
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")
-        self._start = self._status_kib("VmRSS")
-
-    def peak_bytes(self) -> int | None:
-        if not self.available:
-            return None
-        return max(0, self._status_kib("VmHWM") - self._start) * 1024
-
-
 def measure_cpu_peak(fn: Callable[[], object]) -> int | None:
-    """Bytes by which :obj:`fn` raised the resident set at its peak."""
-    probe = CpuPeakMemory()
-    probe.reset()
-    fn()
-    return probe.peak_bytes()
+    """Peak bytes of torch CPU tensors live during :obj:`fn` above its start,
+    from the profiler's memory events (``tracemalloc`` does not see torch's
+    allocations; the process RSS would need allocator settings that slow
+    the timed steps down)."""
+    from gnnperf.workcount import profile_work
+    return profile_work(fn).peak_bytes
 
 
 @dataclass
@@ -131,7 +82,8 @@ class VariantResult:
         first_epoch_s (float): The first epoch, including compilation.
         step_peak_bytes (int): Peak memory of a training step: CUDA allocated
             bytes on GPUs (:obj:`torch.cuda.max_memory_allocated`, data and
-            model included), resident-set growth above the step's start on CPU.
+            model included); on CPU the peak of torch tensors allocated by the
+            step above its start (profiler memory events).
         cuda_peak_bytes (int): The CUDA figure; :obj:`None` on CPU runs.
     """
     variant: str
@@ -174,20 +126,26 @@ class _EpochCounter:
         self.losses: list[float] = []
 
 
+def step_peak_bytes(step: Callable[[], object], device: torch.device) -> int | None:
+    """Peak memory of one call of :obj:`step`, reset before it."""
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device)
+    return measure_cpu_peak(step)
+
+
 def _run_epoch(run: TrainingRun, counter: _EpochCounter,
-               step_hook: Callable[[], None] | None = None,
-               after_step: Callable[[], None] | None = None) -> None:
+               measure_peak: Callable[[Callable[[], object]], None] | None = None) -> None:
     batches: Iterator = iter(run.batches())
     losses = []
-    while True:
-        if step_hook is not None:
-            step_hook()
-        batch = next(batches, None)
-        if batch is None:
-            break
-        losses.append(run.step(batch))
-        if after_step is not None:
-            after_step()
+    for batch in batches:
+        if measure_peak is None:
+            losses.append(run.step(batch))
+        else:
+            measure_peak(lambda: losses.append(run.step(batch)))
         counter.steps += 1
         counter.seeds += batch.num_seeds
         counter.edges += batch.num_edges
@@ -212,24 +170,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     spec = get_variant(variant)
     run = spec.build(data, config, device)
     counter = _EpochCounter()
-    cpu_probe = CpuPeakMemory() if device.type == "cpu" else None
     step_peaks: list[int] = []
-
-    def reset_peak() -> None:
-        if cpu_probe is not None:
-            cpu_probe.reset()
-        else:
-            synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-
-    def read_peak() -> None:
-        if cpu_probe is not None:
-            peak = cpu_probe.peak_bytes()
-        else:
-            synchronize(device)
-            peak = torch.cuda.max_memory_allocated(device)
-        if peak is not None:
-            step_peaks.append(peak)
 
     first_epoch_s = 0.0
     graphs_after_first = None
@@ -238,8 +179,9 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     try:
         for epoch in range(config.epochs):
             if epoch == warmup_epochs - 1:
-                # Not timed: the probes cost a syscall or a sync per step.
-                _run_epoch(run, counter, reset_peak, read_peak)
+                # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
+                _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
+                    step_peak_bytes(step, device)))
             else:
                 seconds = _timed(lambda: _run_epoch(run, counter), device)
                 if epoch == 0:
@@ -281,8 +223,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         step_peak_bytes=max(step_peaks) if step_peaks else None,
         cuda_peak_bytes=cuda_peak,
         memory_method=("cuda max_memory_allocated" if device.type == "cuda"
-                       else "RSS high-water mark above step start" if step_peaks
-                       else "unavailable"),
+                       else "torch CPU allocations above step start (profiler)"),
         test_acc=accuracy["test"],
         val_acc=accuracy["val"],
         train_acc=accuracy["train"],

@@ -47,7 +47,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
         return "n/a" if value is None else format(value, spec)
 
     on_cuda = any(r.device.startswith("cuda") for r in results)
-    peak_header = "CUDA peak MiB" if on_cuda else "step peak MiB (RSS)"
+    peak_header = "CUDA peak MiB" if on_cuda else "step peak MiB (CPU)"
     table = [[row["variant"],
               f"{row['epoch_ms']:.2f} ±{row['spread_pct']:.0f}%",
               f"{row['first_epoch_s']:.2f}",
@@ -123,7 +123,7 @@ def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str =
     ax.set_yscale("log")
     on_cuda = any(r.device.startswith("cuda") for r in points)
     ax.set_xlabel("CUDA peak memory per step (MiB)" if on_cuda
-                  else "step peak memory above start, RSS (MiB)")
+                  else "step peak memory above start, torch CPU tensors (MiB)")
     ax.set_ylabel("time per epoch, median (ms)")
     ax.set_title(title or "GCN training variants")
     ax.grid(True, which="both", alpha=0.3)
