@@ -1,4 +1,11 @@
 """gnnperf: what each GCN training optimisation buys, measured honestly."""
+import os
+
+# The CPU step peak comes from torch.profiler memory events; without these,
+# every profiled step prints kineto's start/stop lines and a c10 warning.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
 from gnnperf.data import SyntheticSpec, load_dataset, synthetic_graph
 from gnnperf.errors import GnnperfError
 from gnnperf.measure import VariantResult, measure_variant
