@@ -126,7 +126,9 @@ def test_sampler_command_reports_throughput(tmp_path, capsys):
                  "--batch-size", "256", "--batches", "4", "--json", str(out)])
     assert code == 0
     assert "sampler alone" in capsys.readouterr().out
-    result = json.loads(out.read_text())["result"]
+    doc = json.loads(out.read_text())
+    assert doc["environment"]["allocator"].startswith("default")
+    result = doc["result"]
     assert result["sampler_edges_per_s"] > 0 and result["loader_edges_per_s"] > 0
     assert 0 < result["edges_per_batch"] <= 256 * 15 * (1 + 10)
 
