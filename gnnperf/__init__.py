@@ -8,7 +8,7 @@ os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 from gnnperf.data import SyntheticSpec, load_dataset, synthetic_graph
 from gnnperf.errors import GnnperfError
-from gnnperf.measure import VariantResult, measure_variant
+from gnnperf.measure import SamplerThroughput, VariantResult, measure_sampler, measure_variant
 from gnnperf.models import GCN, normalize_graph
 from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
 from gnnperf.variants import (
@@ -18,13 +18,16 @@ from gnnperf.variants import (
     TrainConfig,
     TrainingRun,
     get_variant,
+    reference_variant,
+    standard_variants,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "GCN", "GnnperfError", "STANDARD_VARIANTS", "SyntheticSpec", "TECHNIQUES", "Technique",
-    "TrainConfig", "TrainingRun", "VariantResult", "VectorizedNeighborSampler", "get_variant",
-    "load_dataset", "make_neighbor_loader", "measure_variant", "normalize_graph",
-    "synthetic_graph",
+    "GCN", "GnnperfError", "STANDARD_VARIANTS", "SamplerThroughput", "SyntheticSpec",
+    "TECHNIQUES", "Technique", "TrainConfig", "TrainingRun", "VariantResult",
+    "VectorizedNeighborSampler", "get_variant", "load_dataset", "make_neighbor_loader",
+    "measure_sampler", "measure_variant", "normalize_graph", "reference_variant",
+    "standard_variants", "synthetic_graph",
 ]
