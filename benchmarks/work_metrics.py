@@ -4,22 +4,16 @@ peak bytes (:mod:`gnnperf.workcount`), and compiled graphs, graph breaks and
 recompiles for compiled variants. They are identical on every run of an
 unchanged commit, so any step in their history is a structural change.
 
-Self-contained (it does not depend on :mod:`benchmarks.common`): benchmarks
-come from the working tree while gnnperf comes from each benchmarked commit,
-so a commit without :mod:`gnnperf.workcount`, without a variant or without the
+Benchmarks come from the working tree while gnnperf comes from each
+benchmarked commit, so a commit without :mod:`gnnperf.workcount`, without a variant or without the
 Cora files makes the affected benchmarks n/a (``NotImplementedError``), as do
 metrics that do not apply (graph breaks of an eager variant).
 """
 from __future__ import annotations
 
-DATASETS = ["cora", "synthetic-10k"]
-THREADS = 1
+from .common import THREADS, VARIANTS
 
-try:
-    from gnnperf.variants import STANDARD_VARIANTS as _REGISTRY
-    VARIANTS: list[str] = list(_REGISTRY)
-except Exception:  # an older commit without the registry
-    VARIANTS = ["baseline", "sampled", "amp", "compiled", "checkpointed"]
+DATASETS = ["cora", "synthetic-10k"]
 
 
 def _measure_all() -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, ContextManager, Iterable, Iterator
+from typing import Callable, ClassVar, ContextManager, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -160,11 +160,6 @@ class TrainingRun:
             loss.backward()
             self.optimizer.step()
         return loss.detach()
-
-    def epoch(self) -> Iterator[tuple[Batch, Tensor]]:
-        """Runs one epoch, yielding each batch and its loss after its step."""
-        for batch in self.batches():
-            yield batch, self.step(batch)
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
