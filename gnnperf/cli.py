@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     run.add_argument("--epochs", type=int, default=defaults.epochs)
     run.add_argument("--warmup", type=int, default=3,
-                     help="untimed epochs; the first includes compilation (default: 3)")
+                     help="epochs before timing (>= 2): the first, timed apart, includes compilation; "
+                          "the last measures memory (default: 3)")
     run.add_argument("--hidden", type=int, default=defaults.hidden)
     run.add_argument("--layers", type=int, default=defaults.layers)
     run.add_argument("--dropout", type=float, default=defaults.dropout)
@@ -95,8 +96,9 @@ def run_command(args: argparse.Namespace) -> int:
     variants = [get_variant(name).name for name in args.variants.split(",") if name.strip()]
     if not variants:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
-    if not 1 <= args.warmup < args.epochs:
-        raise GnnperfError(f"--warmup must be in [1, --epochs), got {args.warmup}")
+    if not 2 <= args.warmup < args.epochs:
+        raise GnnperfError(f"--warmup must be in [2, --epochs) (the first epoch compiles, the "
+                           f"last warm-up one measures memory), got {args.warmup}")
     _check_output(args.json, "--json")
     _check_output(args.plot, "--plot")
     device = resolve_device(args.device)

@@ -190,8 +190,10 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     """
     config = config or TrainConfig()
     device = resolve_device(device) if isinstance(device, str) else device
-    if not 1 <= warmup_epochs < config.epochs:
-        raise GnnperfError(f"warm-up epochs must be in [1, epochs), got {warmup_epochs} "
+    # Epoch 1 is timed as the first (compiling) epoch and the last warm-up
+    # epoch measures memory, so there are at least two.
+    if not 2 <= warmup_epochs < config.epochs:
+        raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
     spec = get_variant(variant)
     run = spec.build(data, config, device)

@@ -69,7 +69,8 @@ def _one_line_error(capsys, argv, message, tmp_path):
     (["--hidden", "-4"], "hidden and layers must be >= 1"),
     (["--batch-size", "0"], "batch size must be >= 1"),
     (["--fanout", "0,5"], "fanout [0, 5] is invalid"),
-    (["--epochs", "3", "--warmup", "3"], "--warmup must be in [1, --epochs)"),
+    (["--epochs", "3", "--warmup", "3"], "--warmup must be in [2, --epochs)"),
+    (["--warmup", "1"], "--warmup must be in [2, --epochs)"),
     (["--threads", "0"], "threads must be >= 1"),
 ])
 def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, message):
