@@ -4,7 +4,7 @@ from scipy.stats import chisquare
 
 from gnnperf.data import SyntheticSpec, synthetic_graph
 from gnnperf.errors import GnnperfError
-from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
+from gnnperf.sampling import BufferPool, VectorizedNeighborSampler, make_neighbor_loader
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +105,39 @@ def test_loader_batches_seed_first(cora):
         train_nodes = cora.train_mask.nonzero().view(-1)
         assert torch.equal(batch.n_id[: batch.batch_size], train_nodes[batch.input_id])
         assert torch.equal(batch.x, cora.x[batch.n_id])
+
+
+def test_buffer_pool_reuses_only_released_buffers():
+    source = torch.randn(100, 8)
+    pool = BufferPool(capacity=2)
+    first = pool.index_select(source, torch.arange(10))
+    first_ptr = first.data_ptr()
+    view = first[2:5]
+    del first
+    second = pool.index_select(source, torch.arange(10, 20))
+    assert second.data_ptr() != first_ptr  # `view` still holds the first buffer
+    assert torch.equal(view, source[2:5])
+    del view, second
+    third = pool.index_select(source, torch.tensor([7, 3, 99]))
+    assert third.data_ptr() == first_ptr  # released: reused, not reallocated
+    assert torch.equal(third, source[[7, 3, 99]])
+    held = [third, pool.index_select(source, torch.arange(5))]
+    beyond_capacity = pool.index_select(source, torch.arange(5))
+    assert beyond_capacity.data_ptr() not in {t.data_ptr() for t in held}
+    assert torch.equal(beyond_capacity, source[:5])
+
+
+def test_loader_reuses_feature_buffers_without_touching_held_batches(cora):
+    loader = make_neighbor_loader(cora, [10, 5], batch_size=100, backend="vectorized")
+    kept = []
+    pointers = []
+    for index, batch in enumerate(loader):
+        pointers.append(batch.x.data_ptr())
+        if index % 4 == 0:
+            kept.append((batch.n_id, batch.x))  # as a user collecting batches would
+    assert len(set(pointers)) < len(pointers)  # released buffers came back
+    for n_id, x in kept:
+        assert torch.equal(x, cora.x[n_id])
 
 
 def test_all_neighbours_with_minus_one(cora):
