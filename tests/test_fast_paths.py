@@ -57,6 +57,28 @@ def test_trimmed_needs_sampled():
         get_variant("trimmed")
 
 
+def test_sparse_gradients_equal_edge_index_on_a_directed_graph():
+    # Directed edges make the adjacency asymmetric, so a backward pass that
+    # used adj_t instead of its cached transpose would give other gradients.
+    from gnnperf.models import GCN, normalize_graph
+    from gnnperf.variants.sparse import to_sparse_adjacency
+    torch.manual_seed(0)
+    num_nodes = 300
+    edge_index, edge_weight = normalize_graph(torch.randint(0, num_nodes, (2, 2000)), num_nodes)
+    edge_weight = edge_weight * torch.rand_like(edge_weight)  # asymmetric weights too
+    adj_t, _ = to_sparse_adjacency(edge_index, edge_weight, num_nodes, num_nodes)
+    model = GCN(12, 32, 4, num_layers=3, dropout=0.0)
+    grads = []
+    for graph, weight in ((edge_index, edge_weight), (adj_t, None)):
+        x = torch.randn(num_nodes, 12, generator=torch.Generator().manual_seed(1),
+                        requires_grad=True)
+        model.zero_grad()
+        model(x, graph, weight).square().sum().backward()
+        grads.append([x.grad] + [p.grad.clone() for p in model.parameters()])
+    for reference, sparse in zip(*grads):
+        assert torch.allclose(sparse, reference, rtol=1e-4, atol=1e-5)
+
+
 def test_trimmed_training_gradients_match(graph):
     config = TrainConfig(hidden=16, fanout=(8, 4), batch_size=128, dropout=0.0)
     runs = [get_variant(v).build(graph, config, CPU) for v in ("sampled", "sampled+trimmed")]

@@ -8,26 +8,32 @@ import warnings
 import torch
 from torch import Tensor
 
+from gnnperf.models import attach_transpose
 from gnnperf.variants.base import Technique, TrainingRun
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 
+def _csr(row: Tensor, col: Tensor, value: Tensor, num_rows: int, num_cols: int) -> Tensor:
+    # Built directly (one sort, one bincount) rather than through COO coalescing.
+    order = torch.argsort(row * num_cols + col)
+    crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
+    torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
+    return torch.sparse_csr_tensor(crow, col.index_select(0, order), value.index_select(0, order),
+                                   (num_rows, num_cols), check_invariants=False)
+
+
 def to_sparse_adjacency(edge_index: Tensor, edge_weight: Tensor | None, num_targets: int,
                         num_sources: int) -> tuple[Tensor, None]:
     """The transposed adjacency (targets x sources, CSR) that PyG's
-    ``message_and_aggregate`` multiplies with the node features. Built
-    directly (one sort, one bincount) rather than through COO coalescing."""
+    ``message_and_aggregate`` multiplies with the node features, carrying its
+    own transpose (sources x targets, CSR) for the backward pass; see
+    :func:`~gnnperf.models.attach_transpose`."""
     source, target = edge_index
     if edge_weight is None:
         edge_weight = torch.ones(source.numel(), device=source.device)
-    order = torch.argsort(target * num_sources + source)
-    crow = torch.zeros(num_targets + 1, dtype=torch.long, device=source.device)
-    torch.cumsum(torch.bincount(target, minlength=num_targets), 0, out=crow[1:])
-    adj_t = torch.sparse_csr_tensor(crow, source.index_select(0, order),
-                                    edge_weight.index_select(0, order),
-                                    (num_targets, num_sources), check_invariants=False)
-    return adj_t, None
+    adj_t = _csr(target, source, edge_weight, num_targets, num_sources)
+    return attach_transpose(adj_t, _csr(source, target, edge_weight, num_sources, num_targets)), None
 
 
 class Sparse(Technique):
