@@ -88,6 +88,18 @@ def attach_transpose(adj_t: Tensor, adj: Tensor) -> Tensor:
 
 
 class _GCNConv(GCNConv):
+    def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None,
+                num_targets: int | None = None) -> Tensor:
+        if num_targets is None or num_targets == x.size(0):
+            return super().forward(x, edge_index, edge_weight)
+        # GCNConv sizes its output by x; a trimmed layer aggregates into its
+        # first num_targets rows only, so the rows no later layer reads get no
+        # zero-fill, bias, ReLU or dropout (GCNConv.forward with normalize=False
+        # otherwise).
+        out = self.propagate(edge_index, x=self.lin(x), edge_weight=edge_weight,
+                             size=(x.size(0), num_targets))
+        return out if self.bias is None else out + self.bias
+
     def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
         transpose = getattr(adj_t, "cached_transpose", None)
         if transpose is None or self.aggr != "add":
@@ -101,6 +113,7 @@ class LayerGraph(NamedTuple):
     graph: Adj
     edge_weight: OptTensor
     num_sources: int
+    num_targets: int
 
 
 class GCNBlock(torch.nn.Module):
@@ -114,9 +127,10 @@ class GCNBlock(torch.nn.Module):
         self.activate = activate
         self.conv = _GCNConv(in_channels, out_channels, normalize=False)
 
-    def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None) -> Tensor:
+    def forward(self, x: Tensor, edge_index: Adj, edge_weight: OptTensor = None,
+                num_targets: int | None = None) -> Tensor:
         x = dropout(x, self.dropout, self.training)
-        x = self.conv(x, edge_index, edge_weight)
+        x = self.conv(x, edge_index, edge_weight, num_targets)
         return F.relu(x) if self.activate else x
 
 
@@ -158,12 +172,14 @@ class GCN(torch.nn.Module):
 
     def forward(self, x: Tensor, edge_index: Adj | None = None, edge_weight: OptTensor = None,
                 layers: Sequence[LayerGraph] | None = None) -> Tensor:
+        num_targets = None
         for i, block in enumerate(self.blocks):
             if layers is not None:
-                edge_index, edge_weight, num_sources = layers[i]
+                edge_index, edge_weight, num_sources, num_targets = layers[i]
                 x = x[:num_sources]
             if self.checkpoint and self.training and torch.is_grad_enabled():
-                x = checkpoint(block, x, edge_index, edge_weight, use_reentrant=False)
+                x = checkpoint(block, x, edge_index, edge_weight, num_targets,
+                               use_reentrant=False)
             else:
-                x = block(x, edge_index, edge_weight)
+                x = block(x, edge_index, edge_weight, num_targets)
         return x

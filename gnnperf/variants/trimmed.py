@@ -43,7 +43,7 @@ class Trimmed(Technique):
                 graph, weight = run.graph_transform(edge_index[:, :num_edges],
                                                     edge_weight[:num_edges],
                                                     num_targets, num_sources)
-                layers.append(LayerGraph(graph, weight, num_sources))
+                layers.append(LayerGraph(graph, weight, num_sources, num_targets))
             batch.layers = layers
             return batch
 
