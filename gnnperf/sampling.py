@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader, NodeLoader
+from torch_geometric.loader.utils import index_select as pyg_index_select
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from gnnperf.errors import GnnperfError
@@ -261,10 +262,11 @@ class BufferPool:
     def index_select(self, source: Tensor, index: Tensor) -> Tensor:
         """``torch.index_select(source, 0, index)`` into a pooled buffer."""
         shape = (index.numel(), *source.shape[1:])
-        buffer = self._take(math.prod(shape), source) if self.enabled else None
+        numel = math.prod(shape)
+        buffer = self._take(numel, source) if self.enabled else None
         if buffer is None:
             return torch.index_select(source, 0, index)
-        return torch.index_select(source, 0, index, out=buffer[:math.prod(shape)].view(shape))
+        return torch.index_select(source, 0, index, out=buffer[:numel].view(shape))
 
     def _take(self, numel: int, source: Tensor) -> Tensor | None:
         for i, (buffer, free_count) in enumerate(self._buffers):
@@ -284,8 +286,8 @@ class BufferPool:
 class _PooledFeatures:
     # Mixin for PyG node loaders built on a copy of the data without `x`: adds
     # each batch's features gathered into pooled buffers. Worker processes keep
-    # PyG's own gather, which writes into fresh shared memory the main process
-    # then owns; a pooled buffer there would be overwritten under its reader.
+    # PyG's own gather, which writes into fresh shared memory that the main
+    # process then owns; a pooled buffer there would change under its reader.
     def _pool_features(self, features: Tensor) -> None:
         self._features = features
         self._feature_pool = BufferPool()
@@ -295,7 +297,7 @@ class _PooledFeatures:
         if torch.utils.data.get_worker_info() is None:
             batch.x = self._feature_pool.index_select(self._features, batch.n_id)
         else:
-            batch.x = torch.index_select(self._features, 0, batch.n_id.to(torch.long))
+            batch.x = pyg_index_select(self._features, batch.n_id)
         return batch
 
 
@@ -356,4 +358,3 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
     if features is not None:
         loader._pool_features(features)
     return loader
-

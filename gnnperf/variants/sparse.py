@@ -33,7 +33,8 @@ def to_sparse_adjacency(edge_index: Tensor, edge_weight: Tensor | None, num_targ
     if edge_weight is None:
         edge_weight = torch.ones(source.numel(), device=source.device)
     adj_t = _csr(target, source, edge_weight, num_targets, num_sources)
-    return attach_transpose(adj_t, _csr(source, target, edge_weight, num_sources, num_targets)), None
+    adj = _csr(source, target, edge_weight, num_sources, num_targets)
+    return attach_transpose(adj_t, adj), None
 
 
 class Sparse(Technique):
