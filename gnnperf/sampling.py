@@ -318,7 +318,7 @@ def native_sampler_available() -> bool:
 def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: int,
                          input_nodes: Tensor | None = None, shuffle: bool = True,
                          seed: int = 0, backend: str = "auto", edge_ids: bool = True,
-                         pool_features: bool = True):
+                         pool_features: bool = True, **loader_kwargs):
     r"""A PyG node loader over :obj:`input_nodes` with neighbor sampling.
 
     Args:
@@ -329,6 +329,8 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
         pool_features (bool): Gather CPU node features into a
             :class:`BufferPool` (a batch's :obj:`x` is then reused two batches
             later unless something still refers to it).
+        **loader_kwargs: Passed on to PyTorch's ``DataLoader``
+            (:obj:`num_workers`, :obj:`pin_memory`, ...).
     """
     if batch_size < 1:
         raise GnnperfError(f"batch size must be >= 1, got {batch_size}")
@@ -349,12 +351,14 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
     if use_native:
         loader_cls = _PooledNeighborLoader if features is not None else NeighborLoader
         loader = loader_cls(data, num_neighbors=list(num_neighbors), batch_size=batch_size,
-                            input_nodes=input_nodes, shuffle=shuffle, generator=shuffle_gen)
+                            input_nodes=input_nodes, shuffle=shuffle, generator=shuffle_gen,
+                            **loader_kwargs)
     else:
         sampler = VectorizedNeighborSampler(data, num_neighbors, seed=seed, edge_ids=edge_ids)
         loader_cls = _PooledNodeLoader if features is not None else NodeLoader
         loader = loader_cls(data, node_sampler=sampler, input_nodes=input_nodes,
-                            batch_size=batch_size, shuffle=shuffle, generator=shuffle_gen)
+                            batch_size=batch_size, shuffle=shuffle, generator=shuffle_gen,
+                            **loader_kwargs)
     if features is not None:
         loader._pool_features(features)
     return loader

@@ -140,6 +140,16 @@ def test_loader_reuses_feature_buffers_without_touching_held_batches(cora):
         assert torch.equal(x, cora.x[n_id])
 
 
+def test_loader_workers_gather_their_own_features(cora):
+    # In worker processes batches travel through shared memory: no pooling there.
+    loader = make_neighbor_loader(cora, [10, 5], batch_size=400, backend="vectorized",
+                                  num_workers=2)
+    batches = list(loader)
+    assert len(batches) == -(-cora.num_nodes // 400)
+    for batch in batches:
+        assert torch.equal(batch.x, cora.x[batch.n_id])
+
+
 def test_all_neighbours_with_minus_one(cora):
     seeds = torch.arange(20)
     node, row, col, *_ = VectorizedNeighborSampler(cora, [-1], seed=0).sample(seeds)
