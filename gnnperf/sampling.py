@@ -269,13 +269,15 @@ class BufferPool:
         return torch.index_select(source, 0, index, out=buffer[:numel].view(shape))
 
     def _take(self, numel: int, source: Tensor) -> Tensor | None:
-        for i, (buffer, free_count) in enumerate(self._buffers):
-            if _storage_use_count(buffer) != free_count:
-                continue  # a batch still holds it
-            if buffer.dtype == source.dtype and buffer.numel() >= numel:
+        released = [i for i, (buffer, free_count) in enumerate(self._buffers)
+                    if _storage_use_count(buffer) == free_count]
+        for i in released:
+            buffer = self._buffers[i][0]
+            if (buffer.dtype, buffer.device) == (source.dtype, source.device) \
+                    and buffer.numel() >= numel:
                 return buffer
-            del self._buffers[i]  # released but unfit: make room for a fitting one
-            break
+        if released and len(self._buffers) >= self.capacity:
+            del self._buffers[released[0]]  # released but unfit: make room for one that fits
         if len(self._buffers) >= self.capacity:
             return None
         buffer = source.new_empty(int(numel * self.headroom))

@@ -125,6 +125,13 @@ def test_buffer_pool_reuses_only_released_buffers():
     beyond_capacity = pool.index_select(source, torch.arange(5))
     assert beyond_capacity.data_ptr() not in {t.data_ptr() for t in held}
     assert torch.equal(beyond_capacity, source[:5])
+    del held, third, beyond_capacity
+    bigger = pool.index_select(source, torch.arange(100))  # fits no pooled buffer
+    bigger_ptr = bigger.data_ptr()
+    del bigger
+    again = pool.index_select(source, torch.arange(90))
+    assert again.data_ptr() == bigger_ptr  # an unfit buffer made room, the fitting one is found
+    assert torch.equal(again, source[:90])
 
 
 def test_loader_reuses_feature_buffers_without_touching_held_batches(cora):
