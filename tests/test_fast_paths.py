@@ -85,3 +85,12 @@ def test_trimmed_training_gradients_match(graph):
     runs[1].model.load_state_dict(runs[0].model.state_dict())
     losses = [[float(run.step(batch)) for batch in run.batches()] for run in runs]
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+def test_cached_transpose_refuses_trainable_edge_weights():
+    from gnnperf.models import attach_transpose
+    adj = torch.eye(3).to_sparse_csr()
+    trainable = torch.eye(3).to_sparse_csr().requires_grad_()
+    with pytest.raises(GnnperfError, match="constant edge weights"):
+        attach_transpose(trainable, adj)
+    assert attach_transpose(adj, adj).cached_transpose is adj

@@ -143,6 +143,10 @@ def test_loader_reuses_feature_buffers_without_touching_held_batches(cora):
         if index % 4 == 0:
             kept.append((batch.n_id, batch.x))  # as a user collecting batches would
     assert len(set(pointers)) < len(pointers)  # released buffers came back
+    pooled, unpooled = (make_neighbor_loader(cora, [10, 5], batch_size=100, backend="vectorized",
+                                             pool_features=pool) for pool in (True, False))
+    assert torch.equal(next(iter(unpooled)).x, next(iter(pooled)).x)  # same seeds, same gather
+    assert not hasattr(unpooled, "_feature_pool")
     for n_id, x in kept:
         assert torch.equal(x, cora.x[n_id])
 
