@@ -2,7 +2,9 @@
 and prepared training runs cached per process.
 
 The profile comes from ``$GNNPERF_ASV_PROFILE`` (``quick``, the default, for CPU
-CI; ``full`` for GPU runners), never from editing files.
+CI; ``full`` for GPU runners), never from editing files; ``$GNNPERF_ASV_DATASETS``
+adds the user's graphs to it (``cora,ogbn-arxiv,/data/graph.pt``: any name
+``gnnperf run --dataset`` takes; one that cannot load here is n/a).
 
 Benchmarks come from the working tree while gnnperf comes from each
 benchmarked commit, so everything taken from gnnperf is looked up lazily and a
@@ -17,7 +19,9 @@ process and kept in :data:`_RUNS`.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +29,7 @@ from pathlib import Path
 import torch
 
 PROFILE_ENV = "GNNPERF_ASV_PROFILE"
+DATASETS_ENV = "GNNPERF_ASV_DATASETS"
 DEVICE_ENV = "GNNPERF_ASV_DEVICE"
 THREADS = 1  # measured on the 2-core CI machines: 2 threads ran 5x slower under load
 
@@ -108,11 +113,34 @@ PROFILES = {
 }
 
 
+_OPTION = re.compile(r"^[A-Za-z_]\w*=[^/]*$")  # "degree=4" in "synthetic:nodes=9,degree=4"
+
+
+def extra_datasets(text: str | None = None) -> tuple[str, ...]:
+    """The datasets of ``$GNNPERF_ASV_DATASETS``, comma-separated; a
+    ``key=value`` item belongs to the dataset before it (``synthetic:`` and
+    ``pyg:`` names carry options after commas)."""
+    text = os.environ.get(DATASETS_ENV, "") if text is None else text
+    names: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if names and _OPTION.match(item) and ":" in names[-1]:
+            names[-1] += "," + item
+        elif item:
+            names.append(item)
+    return tuple(names)
+
+
 def current_profile() -> Profile:
     name = os.environ.get(PROFILE_ENV, "quick").strip().lower() or "quick"
     if name not in PROFILES:
         raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
-    return PROFILES[name]
+    profile = PROFILES[name]
+    extra = extra_datasets()
+    return dataclasses.replace(
+        profile,
+        datasets=profile.datasets + tuple(d for d in extra if d not in profile.datasets),
+        accuracy_datasets=profile.accuracy_datasets + tuple(
+            d for d in extra if d not in profile.accuracy_datasets))
 
 
 PROFILE = current_profile()
@@ -186,7 +214,7 @@ def _write_graphs(names: dict[str, str]) -> dict[str, str]:
         try:
             torch.save(load_dataset(dataset), path)
             out[key] = str(path)
-        except Exception as exc:  # e.g. Cora's raw files absent on this runner
+        except Exception as exc:  # e.g. a user's graph absent on this runner
             out[key] = f"!{type(exc).__name__}: {exc}"
     return out
 

@@ -8,7 +8,20 @@ from pathlib import Path
 
 from gnnperf.errors import GnnperfError
 
-DEFAULT_DATASET = "synthetic-cora"
+DEFAULT_DATASET = "cora"  # the tutorial's graph, bundled with the package
+DATASET_HELP = ("cora, citeseer (bundled), synthetic-cora, synthetic-1m, ..., "
+                "synthetic:nodes=N,degree=D,features=F,classes=C, a graph.pt file (a saved PyG "
+                "Data), pyg:Class[/name] (torch_geometric.datasets) or ogbn-<name> (OGB)")
+ROOT_HELP = ("data root: Planetoid raw files in <root>/<Name>/raw, pyg: datasets in "
+             "<root>/<Class>, OGB in <root>/ogbn_<name> (default: $GNNPERF_DATA, else the "
+             "bundled Cora/CiteSeer and ~/.cache/gnnperf/datasets)")
+
+
+def _add_dataset_options(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--dataset", default=default, help=f"{DATASET_HELP} (default: %(default)s)")
+    parser.add_argument("--root", help=ROOT_HELP)
+    parser.add_argument("--download", action="store_true",
+                        help="let pyg: and OGB datasets download missing files into the root")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -27,11 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--variants", default=",".join(standard_variants()),
                      help="comma-separated: baseline or techniques joined by + "
                           "(default: %(default)s)")
-    run.add_argument("--dataset", default=DEFAULT_DATASET,
-                     help="cora, citeseer, synthetic-cora, synthetic-1m, ... or "
-                          "synthetic:nodes=N,degree=D,features=F,classes=C (default: %(default)s)")
-    run.add_argument("--root", help="Planetoid data root holding <Name>/raw "
-                                    "(default: $GNNPERF_DATA or ../shared/data/planetoid)")
+    _add_dataset_options(run, DEFAULT_DATASET)
     run.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     run.add_argument("--epochs", type=int, default=defaults.epochs)
     run.add_argument("--warmup", type=int, default=3,
@@ -56,8 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep freed memory in glibc's heap (fewer page faults; recorded)")
 
     sampler = sub.add_parser("sampler", help="neighbor-sampler throughput (edges/s)")
-    sampler.add_argument("--dataset", default="synthetic-1m")
-    sampler.add_argument("--root")
+    _add_dataset_options(sampler, "synthetic-1m")
     sampler.add_argument("--device", default="auto")
     sampler.add_argument("--fanout", type=_int_list, default=defaults.fanout)
     sampler.add_argument("--batch-size", type=int, default=1024)
@@ -79,7 +87,7 @@ def run_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from gnnperf import report
-    from gnnperf.data import load_dataset
+    from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.measure import (
         environment,
         measure_variant,
@@ -92,10 +100,15 @@ def run_command(args: argparse.Namespace) -> int:
     config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
                          dropout=args.dropout, lr=args.lr, fanout=args.fanout,
                          batch_size=args.batch_size, sampler=args.sampler, seed=args.seed)
+    # Every option is checked here, before the dataset loads and any variant trains.
     config.validate()
     variants = [get_variant(name).name for name in args.variants.split(",") if name.strip()]
     if not variants:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
+    try:
+        reference = get_variant(args.reference).name
+    except GnnperfError as exc:
+        raise GnnperfError(f"--reference: {exc}") from None
     if not 2 <= args.warmup < args.epochs:
         raise GnnperfError(f"--warmup must be in [2, --epochs) (the first epoch compiles, the "
                            f"last warm-up one measures memory), got {args.warmup}")
@@ -104,13 +117,26 @@ def run_command(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
-    data = load_dataset(args.dataset, args.root, seed=args.seed)
+    data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
 
     print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
           f"{data.num_features} features; device {device}; {args.epochs} epochs "
           f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
           file=sys.stderr)
+    env = environment(args.seed, device, tuned)
+    env["dataset"] = dataset_identity(data)
+    run_config = {**asdict(config), "dataset": data.name, "warmup_epochs": args.warmup,
+                  "variants": variants}
     results, failures = [], {}
+
+    def save(complete: bool) -> None:
+        # Rewritten atomically after every variant: a crash or a kill keeps
+        # what finished, in a valid document marked incomplete.
+        if args.json:
+            payload = report.to_json(results, env, run_config, failures, reference, complete)
+            report.write_atomic(args.json, payload.encode())
+
+    save(complete=False)
     progress = tqdm(total=len(variants) * args.epochs, unit="epoch", disable=args.no_progress,
                     file=sys.stderr)
     for name in variants:
@@ -121,15 +147,11 @@ def run_command(args: argparse.Namespace) -> int:
         except GnnperfError as exc:
             failures[name] = str(exc)
             progress.write(f"error: {exc}", file=sys.stderr)
+        save(complete=False)
     progress.close()
 
-    print(report.format_table(results, failures, reference=args.reference))
-    env = environment(args.seed, device, tuned)
-    if args.json:
-        payload = report.to_json(results, env, {**asdict(config), "dataset": data.name,
-                                                "warmup_epochs": args.warmup}, failures,
-                                      args.reference)
-        report.write_atomic(args.json, payload.encode())
+    print(report.format_table(results, failures, reference=reference))
+    save(complete=True)
     if args.plot and results:
         report.plot(results, args.plot, title=f"{data.name} on {env['device_name']}")
     return 1 if failures else 0
@@ -139,7 +161,7 @@ def sampler_command(args: argparse.Namespace) -> int:
     import json
 
     from gnnperf import report
-    from gnnperf.data import load_dataset
+    from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.measure import (
         environment,
         measure_sampler,
@@ -154,12 +176,13 @@ def sampler_command(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
-    data = load_dataset(args.dataset, args.root, seed=args.seed)
+    data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
     result = measure_sampler(data, list(args.fanout), args.batch_size, args.batches, device,
                              args.seed)
     print(report.format_sampler(result, data))
     if args.json:
-        payload = {"environment": environment(args.seed, device, tuned),
+        payload = {"environment": {**environment(args.seed, device, tuned),
+                                   "dataset": dataset_identity(data)},
                    "result": result.to_dict()}
         report.write_atomic(args.json, json.dumps(payload, indent=2).encode())
     return 0

@@ -1,10 +1,22 @@
-"""Datasets: real Planetoid graphs read offline through a writable cache, and
-deterministic synthetic graphs of any size with a learnable class signal."""
+"""Datasets: the bundled Planetoid graphs (Cora, CiteSeer) read offline through
+a writable cache, deterministic synthetic graphs of any size with a learnable
+class signal, and the user's own graphs (a saved PyG ``Data`` file, any
+``torch_geometric.datasets`` class, OGB node-property datasets).
+
+Every loader returns a lean :class:`~torch_geometric.data.Data` with ``x``,
+``edge_index``, integer ``y`` and boolean train/val/test masks, plus the
+attributes ``name``, ``source`` and ``split`` that :func:`dataset_identity`
+records.
+"""
 from __future__ import annotations
 
+import ast
+import contextlib
+import hashlib
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +29,16 @@ PLANETOID = {"cora": "Cora", "citeseer": "CiteSeer"}
 PLANETOID_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 DATA_ENV = "GNNPERF_DATA"
 CACHE_ENV = "GNNPERF_CACHE"
+# Cora and CiteSeer raw files (1.6 MB, MIT licence, LICENSE beside them) ship
+# inside the package as scikit-learn ships its small datasets, so a fresh
+# clone or a wheel runs the tutorial's setting with no files to place.
+# PubMed (about 40 MB of raw files) stays out of the wheel: pyg:Planetoid/PubMed
+# with --download fetches it into the data root.
+BUNDLED_PLANETOID = Path(__file__).resolve().parent / "datasets" / "planetoid"
+PYG_PREFIX = "pyg:"
+OGB_PREFIX = "ogbn-"
+# A split made for graphs without masks: PyG's RandomNodeSplit, seeded.
+RANDOM_SPLIT = {"split": "train_rest", "num_val": 0.2, "num_test": 0.2}
 
 
 @dataclass(frozen=True)
@@ -88,7 +110,8 @@ _SYNTH_KEYS = {"nodes": "num_nodes", "degree": "avg_degree", "features": "num_fe
 
 
 def dataset_names() -> list[str]:
-    """Names :func:`load_dataset` accepts (besides ``synthetic:k=v,...``)."""
+    """Names :func:`load_dataset` accepts besides ``synthetic:k=v,...``, a
+    ``.pt`` file, ``pyg:Class[/name]`` and ``ogbn-*``."""
     return [*PLANETOID, *SYNTHETIC_PRESETS]
 
 
@@ -188,17 +211,10 @@ def _planetoid_split(data: Data, spec: SyntheticSpec, gen: torch.Generator) -> N
     data.train_mask, data.val_mask, data.test_mask = train, val, test
 
 
-def default_data_root() -> Path | None:
-    """The Planetoid root from ``$GNNPERF_DATA``, else ``../shared/data/planetoid``
-    next to the project checkout or the working directory, if present."""
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV])
-    here = Path(__file__).resolve().parent.parent
-    for base in (here, Path.cwd()):
-        candidate = base.parent / "shared" / "data" / "planetoid"
-        if candidate.is_dir():
-            return candidate
-    return None
+def planetoid_root() -> Path:
+    """Where Cora and CiteSeer are read: ``$GNNPERF_DATA``, else the copy
+    bundled with the package."""
+    return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else BUNDLED_PLANETOID
 
 
 def cache_dir() -> Path:
@@ -208,21 +224,26 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gnnperf"
 
 
+def library_root() -> Path:
+    """Where ``pyg:`` and OGB datasets live: ``$GNNPERF_DATA``, else
+    ``<cache>/datasets`` (PyG and OGB write ``processed/`` beside ``raw/``)."""
+    return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else cache_dir() / "datasets"
+
+
 def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Data:
     """Loads Cora or CiteSeer from raw Planetoid files, never downloading.
 
-    The raw files under ``root/<Name>/raw`` (possibly read-only) are copied to
-    the writable cache, where PyG's :class:`~torch_geometric.datasets.Planetoid`
-    writes its processed file.
+    The raw files under ``root/<Name>/raw`` (the bundled copy by default;
+    possibly read-only) are copied to the writable cache, where PyG's
+    :class:`~torch_geometric.datasets.Planetoid` writes its processed file.
     """
     from torch_geometric.datasets import Planetoid
 
     pyg_name = PLANETOID[name]
-    source_root = Path(root) if root is not None else default_data_root()
+    source_root = Path(root) if root is not None else planetoid_root()
     hint = (f"put the Planetoid raw files ind.{name}.{{{','.join(PLANETOID_SUFFIXES)}}} in "
-            f"<root>/{pyg_name}/raw and pass --root <root> or set {DATA_ENV}")
-    if source_root is None:
-        raise GnnperfError(f"no data root for {name}: {hint}")
+            f"<root>/{pyg_name}/raw and pass --root <root> or set {DATA_ENV} "
+            f"(unset, the copy bundled with gnnperf is used)")
     raw_src = source_root / pyg_name / "raw"
     missing = [s for s in PLANETOID_SUFFIXES if not (raw_src / f"ind.{name}.{s}").is_file()]
     if missing:
@@ -245,33 +266,282 @@ def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Data:
     except Exception as exc:  # PyG raises pickle/numpy/struct errors on bad bytes
         shutil.rmtree(processed, ignore_errors=True)
         raise GnnperfError(
-            f"cannot read {name} raw files in {raw_src} ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'corrupt data'}); "
+            f"cannot read {name} raw files in {raw_src} ({_first_line(exc)}); "
             f"replace them with intact Planetoid files") from exc
+    where = "bundled" if raw_src.resolve().is_relative_to(BUNDLED_PLANETOID) else str(raw_src)
+    return node_classification(dataset[0], name, f"planetoid ({where})", seed=0)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'corrupt data'}"
+
+
+def _pyg_safe_globals() -> contextlib.AbstractContextManager:
+    """What a saved PyG ``Data`` needs beyond the safe globals PyG registers
+    (``Data`` itself), so ``torch.load(weights_only=True)`` reads it and no
+    other code runs from a file."""
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+    return torch.serialization.safe_globals([DataEdgeAttr, DataTensorAttr, GlobalStorage])
+
+
+def load_graph_file(path: str | os.PathLike, seed: int = 0) -> Data:
+    """A node-classification graph saved with ``torch.save``: a PyG
+    :class:`~torch_geometric.data.Data` (or a dict of its tensors) with
+    ``x``, ``edge_index`` and integer ``y``; masks optional."""
+    path = Path(path)
+    if not path.is_file():
+        raise GnnperfError(f"graph file {path} does not exist; save one with "
+                           f"torch.save(Data(x=..., edge_index=..., y=...), '{path.name}')")
+    try:
+        with _pyg_safe_globals():
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise GnnperfError(f"cannot read graph file {path} ({_first_line(exc)}); it must be "
+                           f"a torch.save'd PyG Data object") from None
+    if isinstance(loaded, dict):
+        loaded = Data(**loaded)
+    if not isinstance(loaded, Data):
+        raise GnnperfError(f"graph file {path} holds a {type(loaded).__name__}, not a PyG "
+                           f"Data; save Data(x=..., edge_index=..., y=...)")
+    return node_classification(loaded, path.stem, f"file {path.resolve()}", seed,
+                               undirected="error")
+
+
+def _parse_pyg(name: str) -> tuple[str, str | None, dict]:
+    """``pyg:Class[/name][,key=value...]`` -> (class, name, keyword arguments)."""
+    spec, *options = name[len(PYG_PREFIX):].split(",")
+    class_name, _, dataset_name = spec.partition("/")
+    kwargs = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key.strip():
+            raise GnnperfError(f"dataset option {option!r} in {name!r} is not key=value; "
+                               f"e.g. pyg:Amazon/Computers or pyg:WikiCS,is_undirected=True")
+        try:
+            kwargs[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            kwargs[key.strip()] = value.strip()
+    return class_name.strip(), dataset_name.strip() or None, kwargs
+
+
+def load_pyg(name: str, root: str | os.PathLike | None = None, download: bool = False,
+             seed: int = 0) -> Data:
+    """Any node-classification class of :mod:`torch_geometric.datasets`, as
+    ``pyg:Class[/name][,key=value...]``, read from ``<root>/<Class>``.
+
+    Without :obj:`download` a missing raw file is an error saying where the
+    files go; the class's ``download`` is never called.
+    """
+    import torch_geometric.datasets as pyg_datasets
+
+    class_name, dataset_name, kwargs = _parse_pyg(name)
+    cls = getattr(pyg_datasets, class_name, None)
+    if not isinstance(cls, type) or class_name.startswith("_"):
+        raise GnnperfError(f"{name!r}: torch_geometric.datasets has no class {class_name!r}; "
+                           f"e.g. pyg:Amazon/Computers, pyg:Coauthor/CS, pyg:Reddit")
+    class_root = Path(root if root is not None else library_root()) / class_name
+    if dataset_name is not None:
+        kwargs["name"] = dataset_name
+    if not download:
+        cls = _offline(cls, name, class_root)
+    try:
+        dataset = cls(root=str(class_root), **kwargs)
+    except GnnperfError:
+        raise
+    except TypeError as exc:
+        raise GnnperfError(f"{name!r}: {class_name} does not take these arguments "
+                           f"({_first_line(exc)}); see its PyG docs") from None
+    except Exception as exc:
+        raise GnnperfError(f"cannot load {name!r} from {class_root} ({_first_line(exc)}); "
+                           f"remove that folder and retry with --download") from None
+    return node_classification(dataset[0], name, f"{name} at {class_root}", seed,
+                               undirected="symmetrise")
+
+
+def _offline(cls: type, name: str, top: Path) -> type:
+    """:obj:`cls` whose ``download`` raises instead of touching the network
+    (PyG calls it only when a raw file is missing)."""
+    def download(self) -> None:
+        files = ", ".join(Path(p).name for p in self.raw_paths)
+        folder = Path(self.raw_dir)  # PyG made it (and its parents) for the download
+        while folder.is_relative_to(top) and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+        raise GnnperfError(f"{name}: raw files missing in {self.raw_dir} ({files}); "
+                            f"pass --download to fetch them, or put them there")
+    return type(cls.__name__, (cls,), {"download": download})
+
+
+def load_ogb(name: str, root: str | os.PathLike | None = None, download: bool = False,
+             seed: int = 0) -> Data:
+    """An OGB node-property dataset (``ogbn-arxiv``, ``ogbn-products``, ...)
+    through the ``ogb`` package, with OGB's official split. Directed graphs
+    (arxiv) are symmetrised as OGB's GCN examples do."""
+    try:
+        from ogb.nodeproppred import PygNodePropPredDataset
+    except ImportError:
+        raise GnnperfError(f"{name} needs the ogb package: pip install 'gnnperf[ogb]'") from None
+    base = Path(root if root is not None else library_root())
+    folder = base / name.replace("-", "_")
+    if folder.is_dir() and not any(folder.glob("RELEASE_v*.txt")):
+        # OGB would stop on an interactive "update the dataset?" prompt.
+        raise GnnperfError(f"{folder} holds no OGB RELEASE_v*.txt (an incomplete or old "
+                           f"download); remove it and retry with --download")
+    cls = PygNodePropPredDataset if download else _offline(PygNodePropPredDataset, name, folder)
+    try:
+        # OGB reads its own processed file with a plain torch.load; it prints
+        # progress to stdout, where the comparison table goes.
+        with _pyg_safe_globals(), contextlib.redirect_stdout(sys.stderr):
+            dataset = cls(name=name, root=str(base))
+            split = dataset.get_idx_split()
+    except GnnperfError:
+        raise
+    except ValueError as exc:  # OGB: invalid dataset name
+        raise GnnperfError(f"{name!r} is not an OGB dataset ({_first_line(exc)})") from None
+    except Exception as exc:
+        raise GnnperfError(f"cannot load {name} from {folder} ({_first_line(exc)}); remove "
+                           f"that folder and retry with --download") from None
     data = dataset[0]
-    data.name = name
+    for key, index in (("train", split["train"]), ("val", split["valid"]),
+                       ("test", split["test"])):
+        mask = torch.zeros(data.num_nodes, dtype=torch.bool)
+        mask[index] = True
+        data[f"{key}_mask"] = mask
+    data = node_classification(data, name, f"ogb {name} at {folder}", seed,
+                               undirected="symmetrise")
+    data.split = f"ogb official ({dataset.meta_info['split']})"
     return data
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0) -> Data:
+def node_classification(data: Data, name: str, source: str, seed: int,
+                        undirected: str = "keep") -> Data:
+    r"""Checks and normalises a node-classification graph.
+
+    Args:
+        data (Data): The graph: ``x``, ``edge_index``, ``y``, masks optional.
+        name (str): Its name in tables and the JSON.
+        source (str): Where it came from (recorded).
+        seed (int): Seed of the split made when the masks are missing.
+        undirected (str): ``"keep"`` the edges as they are, ``"error"`` on a
+            directed graph, or ``"symmetrise"`` it (recorded in
+            :obj:`source`).
+    """
+    what = f"dataset {name}"
+    x, edge_index, y = data.get("x"), data.get("edge_index"), data.get("y")
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise GnnperfError(f"{what} has no node features: x must be a [num_nodes, features] "
+                           f"tensor")
+    num_nodes = x.size(0)
+    if not isinstance(y, torch.Tensor):
+        raise GnnperfError(f"{what} has no labels: y must be a [num_nodes] tensor of class ids")
+    if y.dim() == 2 and y.size(1) == 1:
+        y = y.view(-1)  # OGB stores labels as [N, 1]
+    if y.dim() != 1 or y.numel() != num_nodes:
+        raise GnnperfError(f"{what}: y has shape {list(y.shape)}, expected [{num_nodes}] "
+                           f"(one class id per row of x)")
+    if y.is_floating_point() or y.dtype == torch.bool:
+        raise GnnperfError(f"{what}: labels y are {y.dtype}, node classification needs integer "
+                           f"class ids (y.long())")
+    if num_nodes and int(y.min()) < 0:
+        raise GnnperfError(f"{what}: labels y hold {int(y.min())}; class ids must be >= 0")
+    if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 \
+            or edge_index.size(0) != 2 or edge_index.is_floating_point():
+        raise GnnperfError(f"{what}: edge_index must be an integer [2, num_edges] tensor")
+    edge_index = edge_index.long()
+    if edge_index.numel() and (int(edge_index.max()) >= num_nodes or int(edge_index.min()) < 0):
+        bad = int(edge_index.max()) if int(edge_index.max()) >= num_nodes else int(edge_index.min())
+        raise GnnperfError(f"{what}: edge_index holds node id {bad}, outside [0, {num_nodes}) "
+                           f"(the rows of x)")
+    from torch_geometric.utils import is_undirected, to_undirected
+    if undirected != "keep" and not is_undirected(edge_index, num_nodes=num_nodes):
+        if undirected == "error":
+            raise GnnperfError(f"{what}: edge_index is directed, GCN needs an undirected graph; "
+                               f"save it with torch_geometric.utils.to_undirected(edge_index)")
+        edge_index = to_undirected(edge_index, num_nodes=num_nodes)
+        source += " (symmetrised)"
+    out = Data(x=x.float() if not x.is_floating_point() else x, edge_index=edge_index, y=y,
+               num_nodes=num_nodes)
+    masks = [data.get(f"{key}_mask") for key in ("train", "val", "test")]
+    if all(m is None for m in masks):
+        from torch_geometric.transforms import RandomNodeSplit
+        with torch.random.fork_rng():  # RandomNodeSplit draws from torch's global RNG
+            torch.manual_seed(seed)
+            out = RandomNodeSplit(**RANDOM_SPLIT)(out)  # returns a copy
+        split = (f"RandomNodeSplit({', '.join(f'{k}={v}' for k, v in RANDOM_SPLIT.items())}), "
+                 f"seed {seed}")
+    else:
+        split = "provided"
+        for key, mask in zip(("train", "val", "test"), masks):
+            if mask is None:
+                raise GnnperfError(f"{what} has some masks but no {key}_mask; give all three "
+                                   f"or none (a seeded split is made then)")
+            if mask.dim() == 2:  # several splits (WikiCS): the first
+                mask, split = mask[:, 0], "provided (split 0 of several)"
+            if mask.dtype != torch.bool or mask.numel() != num_nodes:
+                raise GnnperfError(f"{what}: {key}_mask must be a bool tensor of {num_nodes} "
+                                   f"entries")
+            out[f"{key}_mask"] = mask
+    if not bool(out.train_mask.any()):
+        raise GnnperfError(f"{what}: train_mask selects no node")
+    out.name, out.source, out.split = name, source, split
+    return out
+
+
+def dataset_identity(data: Data) -> dict:
+    """Name, source, split, sizes and a SHA-256 of the tensors' bytes, so two
+    results on "the same" graph can be checked to be on the same bytes."""
+    digest = hashlib.sha256()
+    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+        tensor = data[key].detach().cpu().contiguous()
+        digest.update(f"{key}:{tensor.dtype}:{list(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return {
+        "name": str(data.get("name", "custom")),
+        "source": str(data.get("source", "in memory")),
+        "split": str(data.get("split", "provided")),
+        "num_nodes": int(data.num_nodes),
+        "num_edges": int(data.edge_index.size(1)),
+        "num_features": int(data.x.size(1)),
+        "num_classes": int(data.y.max()) + 1,
+        "sha256": digest.hexdigest(),
+    }
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0,
+                 download: bool = False) -> Data:
     r"""Loads a dataset by name.
 
     Args:
-        name (str): ``cora``, ``citeseer``, a synthetic preset
-            (``synthetic-cora``, ``synthetic-1m``, ...) or
-            ``synthetic:nodes=N,degree=D,features=F,classes=C``.
-        root (str, optional): Planetoid data root (default: ``$GNNPERF_DATA``
-            or ``../shared/data/planetoid``).
-        seed (int): Seed of synthetic graphs.
+        name (str): ``cora``, ``citeseer`` (bundled), a synthetic preset
+            (``synthetic-cora``, ``synthetic-1m``, ...),
+            ``synthetic:nodes=N,degree=D,features=F,classes=C``, a ``.pt``
+            file holding a PyG ``Data``, ``pyg:Class[/name][,key=value]``
+            (a :mod:`torch_geometric.datasets` class) or ``ogbn-*`` (OGB).
+        root (str, optional): Data root: Planetoid raw files under
+            ``<root>/<Name>/raw``, ``pyg:`` datasets under ``<root>/<Class>``,
+            OGB ones under ``<root>/ogbn_<name>`` (default: ``$GNNPERF_DATA``,
+            else the bundled Planetoid copy and ``<cache>/datasets``).
+        seed (int): Seed of synthetic graphs and of splits made for graphs
+            without masks.
+        download (bool): Let ``pyg:`` and OGB datasets download missing files.
     """
     key = name.lower()
     if key in PLANETOID:
         return load_planetoid(key, root)
+    if name.startswith(PYG_PREFIX):
+        return load_pyg(name, root, download, seed)
+    if key.startswith(OGB_PREFIX):
+        return load_ogb(key, root, download, seed)
+    if name.endswith(".pt") or os.sep in name:
+        return load_graph_file(name, seed)
     spec = parse_synthetic(key)
     if spec is None:
         raise GnnperfError(
-            f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())} "
-            f"or synthetic:nodes=N,degree=D,features=F,classes=C")
+            f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())}, "
+            f"synthetic:nodes=N,degree=D,features=F,classes=C, a graph.pt file, "
+            f"pyg:Class[/name] or ogbn-<name>")
     data = synthetic_graph(spec, seed)
-    data.name = key
+    data.name, data.source, data.split = key, f"synthetic {spec}", f"planetoid-style, seed {seed}"
     return data

@@ -90,8 +90,12 @@ def write_atomic(path: str | os.PathLike, payload: bytes) -> None:
 
 
 def to_json(results: Sequence[VariantResult], env: dict, config: dict,
-            failures: dict[str, str] | None = None, reference: str = "baseline") -> str:
+            failures: dict[str, str] | None = None, reference: str = "baseline",
+            complete: bool = True) -> str:
+    """The run as one JSON document; :obj:`complete` is False while variants
+    of ``config["variants"]`` are still to run (or the run was cut short)."""
     return json.dumps({
+        "complete": complete,
         "environment": env,
         "config": config,
         "results": [r.to_dict() for r in results],

@@ -37,10 +37,13 @@ def _git_head() -> str | None:
 
 @pytest.fixture(scope="module")
 def asv_conf(tmp_path_factory) -> Path:
-    """The project's asv.conf.json with every output folder moved to a temp dir."""
+    return _temp_conf(tmp_path_factory.mktemp("asv"))
+
+
+def _temp_conf(tmp: Path) -> Path:
+    """The project's asv.conf.json with every output folder moved to :obj:`tmp`."""
     from asv.util import load_json
 
-    tmp = tmp_path_factory.mktemp("asv")
     conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
     conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"),
                 env_dir=str(tmp / "env"), results_dir=str(tmp / "results"),
@@ -50,8 +53,9 @@ def asv_conf(tmp_path_factory) -> Path:
     return path
 
 
-def _asv(conf: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick")
+def _asv(conf: Path, *args: str, timeout: int = 900, **env_vars: str
+         ) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick", **env_vars)
     return subprocess.run([sys.executable, "-m", "asv", "--config", str(conf), *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -116,3 +120,37 @@ def _may_be_na(name: str) -> bool:
     import torch
 
     return not torch.cuda.is_available() and any(tag in name for tag in CUDA_ONLY)
+
+
+def test_user_datasets_show_numbers_or_na(tmp_path):
+    """``GNNPERF_ASV_DATASETS`` with a loadable graph file and a missing one:
+    numbers for the first, n/a (not "failed") for the second."""
+    import torch
+    from torch_geometric.data import Data
+
+    from gnnperf.data import load_dataset
+    head = _git_head()
+    if head is None:
+        pytest.skip("no git history: asv needs --set-commit-hash of a real commit")
+    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3")
+    good, missing = tmp_path / "mine.pt", tmp_path / "absent.pt"
+    torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), good)
+    (tmp_path / "asv").mkdir()
+    conf = _temp_conf(tmp_path / "asv")
+    assert _asv(conf, "machine", "--yes").returncode == 0
+    run = _asv(conf, "run", "--quick", "--python=same", "--launch-method", "forkserver",
+               "-b", r"^training\.TrainStep\.time_train_step", "--set-commit-hash", head,
+               GNNPERF_ASV_DATASETS=f"{good},{missing}")
+    assert run.returncode == 0 and " failed" not in run.stdout, (run.stdout + run.stderr)[-4000:]
+    results_dir = Path(json.loads(conf.read_text())["results_dir"])
+    files = [p for p in results_dir.glob("*/*.json") if p.name != "machine.json"]
+    results = json.loads(files[0].read_text())
+    row = dict(zip(results["result_columns"], results["results"]["training.TrainStep.time_train_step"]))
+    values = dict(zip(itertools.product(*row["params"]), row["result"]))
+    for (dataset, variant), value in values.items():
+        assert value is not None, f"{dataset} {variant} failed"
+        if dataset == repr(str(missing)):
+            assert math.isnan(value), f"{dataset} {variant} should be n/a"
+        else:
+            assert value > 0, f"{dataset} {variant} should be a number"
+    assert {d for d, _ in values} == {"'synthetic-cora'", repr(str(good)), repr(str(missing))}

@@ -1,7 +1,10 @@
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -42,14 +45,71 @@ def test_plot_draws_one_point_per_variant(tmp_path):
     assert report.plot(results, tmp_path / "p.png") == 2
 
 
-def test_module_entry_point_runs_offline_on_cora(tmp_path, planetoid_root):
+def test_module_entry_point_runs_offline_on_bundled_cora_by_default(tmp_path):
+    # No --dataset, no --root, no GNNPERF_DATA: the bundled Cora.
     out = tmp_path / "cora.json"
+    env = {k: v for k, v in os.environ.items() if k != "GNNPERF_DATA"}
     proc = subprocess.run(
-        [sys.executable, "-m", "gnnperf", "run", "--dataset", "cora", "--root", str(planetoid_root),
-         "--variants", "baseline,sampled", "--epochs", "5", "--warmup", "2", "--no-progress",
-         "--json", str(out)], capture_output=True, text=True, timeout=300)
+        [sys.executable, "-m", "gnnperf", "run", "--variants", "baseline,sampled", "--epochs", "5",
+         "--warmup", "2", "--no-progress", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(out.read_text())["config"]["dataset"] == "cora"
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is True
+    assert doc["config"]["dataset"] == "cora"
+    identity = doc["environment"]["dataset"]
+    assert identity["source"] == "planetoid (bundled)"
+    assert (identity["num_nodes"], identity["num_edges"], identity["num_features"]) == (
+        2708, 10556, 1433)
+    assert len(identity["sha256"]) == 64
+
+
+def test_saved_graph_file_round_trips_through_run(tmp_path, capsys):
+    from torch_geometric.data import Data
+
+    from gnnperf.data import load_dataset
+    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3", seed=5)
+    path = tmp_path / "mygraph.pt"
+    torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), path)  # no masks
+    out = tmp_path / "mine.json"
+    assert main(["run", "--dataset", str(path), "--epochs", "6", "--warmup", "2",
+                 "--no-progress", "--variants", "baseline,sampled", "--seed", "3",
+                 "--json", str(out)]) == 0
+    assert "baseline" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert [r["variant"] for r in doc["results"]] == ["baseline", "sampled"]
+    assert all(r["dataset"] == "mygraph" for r in doc["results"])
+    identity = doc["environment"]["dataset"]
+    assert identity["source"] == f"file {path.resolve()}"
+    assert identity["split"].startswith("RandomNodeSplit(") and identity["split"].endswith("seed 3")
+    assert identity["num_nodes"] == 600
+
+
+def test_killed_run_keeps_finished_variants_in_valid_json(tmp_path):
+    out = tmp_path / "partial.json"
+    # baseline finishes in about a second; checkpointed then runs for many more.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gnnperf", "run", "--dataset", "synthetic-cora",
+         "--variants", "baseline,checkpointed", "--epochs", "40", "--warmup", "2",
+         "--no-progress", "--json", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    doc = None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists():
+                doc = json.loads(out.read_text())  # always a whole document
+                if doc["results"]:
+                    break
+            time.sleep(0.02)
+    finally:
+        proc.kill()  # SIGKILL: no handler runs
+        proc.wait()
+    assert doc is not None and proc.returncode == -signal.SIGKILL
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False
+    assert [r["variant"] for r in doc["results"]] == ["baseline"]
+    assert doc["config"]["variants"] == ["baseline", "checkpointed"]
 
 
 def _one_line_error(capsys, argv, message, tmp_path):
@@ -72,6 +132,9 @@ def _one_line_error(capsys, argv, message, tmp_path):
     (["--epochs", "3", "--warmup", "3"], "--warmup must be in [2, --epochs)"),
     (["--warmup", "1"], "--warmup must be in [2, --epochs)"),
     (["--threads", "0"], "threads must be >= 1"),
+    (["--dropout", "1.5"], "dropout must be in [0, 1)"),
+    (["--lr", "0"], "learning rate must be > 0"),
+    (["--reference", "warp"], "--reference: unknown variant 'warp'"),
 ])
 def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, message):
     _one_line_error(capsys, [*SMALL, *argv], message, tmp_path)

@@ -55,6 +55,10 @@ class TrainConfig:
                                f"per hop such as 15,10 (or -1 for all neighbours)")
         if self.lr <= 0:
             raise GnnperfError(f"learning rate must be > 0, got {self.lr}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise GnnperfError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.weight_decay < 0:
+            raise GnnperfError(f"weight decay must be >= 0, got {self.weight_decay}")
 
     def fanout_per_layer(self) -> list[int]:
         return [self.fanout[min(i, len(self.fanout) - 1)] for i in range(self.layers)]
