@@ -42,11 +42,41 @@ except Exception:  # an older commit without the registry: every benchmark says 
     VARIANTS = list(_FALLBACK_VARIANTS)
 
 
+def _registry_variant(name: str):
+    try:
+        from gnnperf.variants import get_variant
+        return get_variant(name)
+    except Exception:  # unknown in this commit, or no registry at all
+        return None
+
+
+def uses(name: str, technique: str) -> bool:
+    """Whether variant :obj:`name` uses :obj:`technique`, asked of the registry."""
+    spec = _registry_variant(name)
+    if spec is None or not hasattr(spec, "uses"):
+        # Commits before Variant.uses: the name is all there is to go by.
+        return technique in name.split("+")
+    return spec.uses(technique)
+
+
+def is_minibatch(name: str) -> bool:
+    """Whether variant :obj:`name` trains on sampled subgraphs."""
+    spec = _registry_variant(name)
+    if spec is None or not hasattr(spec, "minibatch"):
+        return uses(name, "sampled")
+    return spec.minibatch
+
+
 def variants_with(technique: str, extra: tuple[str, ...] = ()) -> list[str]:
     """Registry variants that use :obj:`technique`, then :obj:`extra` ones."""
-    found = [v for v in VARIANTS if technique in v.split("+")]
+    found = [v for v in VARIANTS if uses(v, technique)]
     found += [v for v in extra if v not in found]
     return found or [technique]  # asv rejects an empty parameter list
+
+
+def minibatch_variants() -> list[str]:
+    """Registry variants whose batches are sampled subgraphs."""
+    return [v for v in VARIANTS if is_minibatch(v)] or ["sampled"]
 
 
 # Scaling graphs: about 10^4 .. 10^7 directed edges, 32 features, 8 classes.

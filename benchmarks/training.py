@@ -95,15 +95,15 @@ class Accuracy:
 class SampledThroughput:
     """Time per million sampled edges over whole epochs (sampling included):
     the inverse of throughput, so that a rise is the regression."""
-    params = [list(PROFILE.datasets), common.variants_with("sampled")]
+    params = [list(PROFILE.datasets), common.minibatch_variants()]
     param_names = ["dataset", "variant"]
     setup_cache = common.training_datasets_cache
     timeout = 600
 
     def setup(self, cache, dataset, variant):
         common.set_threads()
-        if "sampled" not in variant.split("+"):
-            raise NotImplementedError("only sampled variants sample edges")
+        if not common.is_minibatch(variant):
+            raise NotImplementedError("only mini-batch variants sample edges")
         self.prep = common.prepared(cache, dataset, variant, warm=True)
 
     def track_time_per_million_sampled_edges(self, cache, dataset, variant):

@@ -53,6 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fanout", type=_int_list, default=defaults.fanout)
     run.add_argument("--batch-size", type=int, default=defaults.batch_size)
     run.add_argument("--sampler", default=defaults.sampler, choices=["auto", "native", "vectorized"])
+    run.add_argument("--saint-roots", type=int, default=defaults.saint_roots,
+                     help="saint: random walks per batch (default: %(default)s)")
+    run.add_argument("--saint-walk-length", type=int, default=defaults.saint_walk_length,
+                     help="saint: steps per walk (default: %(default)s)")
+    run.add_argument("--saint-coverage", type=float, default=defaults.saint_coverage,
+                     help="saint: pre-sample until this many x num_nodes nodes were drawn, "
+                          "for the normalisation (default: %(default)s)")
+    run.add_argument("--cluster-parts", type=int, default=defaults.cluster_parts,
+                     help="cluster: METIS parts (default: %(default)s)")
+    run.add_argument("--cluster-batch", type=int, default=defaults.cluster_batch,
+                     help="cluster: parts per batch (default: %(default)s)")
     run.add_argument("--seed", type=int, default=defaults.seed)
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
@@ -99,7 +110,10 @@ def run_command(args: argparse.Namespace) -> int:
 
     config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
                          dropout=args.dropout, lr=args.lr, fanout=args.fanout,
-                         batch_size=args.batch_size, sampler=args.sampler, seed=args.seed)
+                         batch_size=args.batch_size, sampler=args.sampler,
+                         saint_roots=args.saint_roots, saint_walk_length=args.saint_walk_length,
+                         saint_coverage=args.saint_coverage, cluster_parts=args.cluster_parts,
+                         cluster_batch=args.cluster_batch, seed=args.seed)
     # Every option is checked here, before the dataset loads and any variant trains.
     config.validate()
     variants = [get_variant(name).name for name in args.variants.split(",") if name.strip()]

@@ -112,6 +112,8 @@ class VariantResult:
             model included); on CPU the peak of torch tensors allocated by the
             step above its start (profiler memory events).
         cuda_peak_bytes (int): The CUDA figure; :obj:`None` on CPU runs.
+        setup_seconds (dict): One-off work before training, by name
+            (``partition``, ``presample``), apart from the epochs.
     """
     variant: str
     dataset: str
@@ -133,6 +135,7 @@ class VariantResult:
     compiled_graphs: int | None = None
     graph_breaks: int | None = None
     recompiles: int | None = None
+    setup_seconds: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -237,7 +240,6 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     steps, seeds, edges = (now - before for now, before in
                            zip((counter.steps, counter.seeds, counter.edges), steady_start))
     timing = Timing.of(epoch_times)
-    sampled = "sampled" in variant.split("+")
     compile_counter = run.compile_counter
     cuda_peak = max(step_peaks) if device.type == "cuda" and step_peaks else None
     return VariantResult(
@@ -258,10 +260,12 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         train_acc=accuracy["train"],
         losses=counter.losses,
         seed_nodes_per_s=seeds / steady_epochs / timing.median,
-        sampled_edges_per_s=edges / steady_epochs / timing.median if sampled else None,
+        sampled_edges_per_s=(edges / steady_epochs / timing.median if spec.minibatch
+                             else None),
         compiled_graphs=compile_counter.graphs if compile_counter else None,
         graph_breaks=compile_counter.graph_breaks if compile_counter else None,
         recompiles=(compile_counter.graphs - graphs_after_first) if compile_counter else None,
+        setup_seconds=dict(run.setup_seconds),
         extra=dict(run.stats),
     )
 

@@ -32,6 +32,8 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "epoch_ms": r.epoch_time.median * 1e3,
             "spread_pct": r.epoch_time.spread * 100,
             "first_epoch_s": r.first_epoch_s,
+            "setup_s": sum(r.setup_seconds.values()) if r.setup_seconds else None,
+            "setup": "+".join(r.setup_seconds),
             "peak_mib": None if r.step_peak_bytes is None else r.step_peak_bytes / MIB,
             "test_acc": r.test_acc,
             "speedup": speedup,
@@ -46,19 +48,24 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
     def fmt(value, spec):
         return "n/a" if value is None else format(value, spec)
 
+    def ratio(value):
+        # Three decimals below 0.1: a 0.005x memory ratio must not read 0.00x.
+        return "n/a" if value is None else f"{value:.{2 if value >= 0.1 else 3}f}x"
+
     on_cuda = any(r.device.startswith("cuda") for r in results)
     peak_header = "CUDA peak MiB" if on_cuda else "step peak MiB (CPU)"
     table = [[row["variant"],
               f"{row['epoch_ms']:.2f} ±{row['spread_pct']:.0f}%",
               f"{row['first_epoch_s']:.2f}",
+              "" if row["setup_s"] is None else f"{row['setup_s']:.2f} ({row['setup']})",
               fmt(row["peak_mib"], ".1f"),
               f"{row['test_acc']:.3f}",
-              fmt(row["speedup"], ".2f") + ("x" if row["speedup"] is not None else ""),
-              fmt(row["memory_ratio"], ".2f") + ("x" if row["memory_ratio"] is not None else "")]
+              ratio(row["speedup"]),
+              ratio(row["memory_ratio"])]
              for row in comparison_rows(results, reference)]
     for variant, error in (failures or {}).items():
-        table.append([variant, "failed", "", "", "", "", error[:60]])
-    headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", peak_header,
+        table.append([variant, "failed", "", "", "", "", "", error[:60]])
+    headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
                "test acc", f"speed-up vs {reference}", f"memory vs {reference}"]
     return tabulate(table, headers=headers, disable_numparse=True)
 

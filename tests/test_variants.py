@@ -124,3 +124,109 @@ def test_a_new_technique_is_one_class_and_one_registry_line(cora, monkeypatch):
 def test_reference_variant(variant, reference):
     from gnnperf.variants import reference_variant
     assert reference_variant(variant) == reference
+
+
+# GraphSAINT and Cluster-GCN as techniques ------------------------------------
+def _edges(edge_index):
+    return set(map(tuple, edge_index.t().tolist()))
+
+
+def test_saint_batches_are_induced_normalised_subgraphs(cora):
+    from gnnperf.models import normalize_graph
+    run = get_variant("saint").build(cora, TrainConfig(saint_roots=200), CPU)
+    assert run.setup_seconds["presample"] > 0 and run.stats["presample_subgraphs"] >= 1
+    full, _ = normalize_graph(cora.edge_index, cora.num_nodes)
+    batch = next(iter(run.batches()))
+    assert batch.loss_weight is not None and batch.loss_weight.numel() == batch.num_seeds
+    # Global ids through the sampler's own draw replayed with the same seed.
+    from gnnperf.graph_sampling import RandomWalkSampler
+    replay = RandomWalkSampler(cora.edge_index, cora.num_nodes, 200, 2, seed=0,
+                               subgraph_edge_index=full)
+    for _ in range(1 + run.stats["presample_subgraphs"]):
+        replay.sample()  # the pre-sampling draws
+    ids = replay.sample().node_ids.tolist()
+    assert torch.equal(batch.x, cora.x[ids])
+    inside = set(ids)
+    expected = {(ids.index(u), ids.index(v)) for u, v in _edges(full)
+                if u in inside and v in inside}
+    assert _edges(batch.graph) == expected  # the induced subgraph, self-loops included
+    assert {(i, i) for i in range(len(ids))} <= expected
+    assert (batch.edge_weight > 0).all()
+
+
+def test_saint_loss_is_an_unbiased_estimate_of_the_mean_loss(cora):
+    # E[sum of loss weights] over batches is 1: the weighted sum estimates the
+    # full-batch mean over the training nodes (PyG's own sum estimates
+    # |train| / N of it).
+    run = get_variant("saint").build(cora, TrainConfig(saint_roots=300), CPU)
+    sums = [float(b.loss_weight.sum()) for _ in range(40) for b in run.batches()]
+    assert sum(sums) / len(sums) == pytest.approx(1.0, rel=0.1)
+
+
+def test_cluster_batches_hold_the_graph_edges_among_their_nodes(cora, tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path))
+    config = TrainConfig(cluster_parts=16, cluster_batch=3)
+    run = get_variant("cluster").build(cora, config, CPU)
+    assert run.stats["partition_cached"] is False and run.setup_seconds["partition"] > 0
+    assert 0 < run.stats["edge_cut"] < cora.edge_index.size(1)
+    from gnnperf.graph_sampling import ClusterBatches
+    from gnnperf.variants.cluster import cached_partition
+    parts, _, _ = cached_partition(cora.edge_index, cora.num_nodes, 16, 0)
+    replay = [sub for sub in ClusterBatches(cora.edge_index, cora.num_nodes, parts, 3, seed=0)
+              if cora.train_mask[sub.node_ids].any()]
+    batches = list(run.batches())
+    assert len(batches) == len(replay) >= 2
+    graph_edges = _edges(cora.edge_index)
+    for batch, sub in zip(batches, replay):
+        ids = sub.node_ids.tolist()
+        assert torch.equal(batch.x, cora.x[ids])
+        inside = set(ids)
+        expected = {(ids.index(u), ids.index(v)) for u, v in graph_edges
+                    if u in inside and v in inside}
+        assert {(a, b) for a, b in _edges(batch.graph) if a != b} == expected
+        assert batch.loss_nodes.tolist() == cora.train_mask[ids].nonzero().view(-1).tolist()
+    again = get_variant("cluster").build(cora, config, CPU)
+    assert again.stats["partition_cached"] is True
+    # METIS's own time, not the cache read's.
+    assert again.setup_seconds["partition"] == run.setup_seconds["partition"]
+
+
+@pytest.mark.parametrize("variant", ["saint", "cluster"])
+def test_minibatch_techniques_are_deterministic_per_seed(cora, variant):
+    config = TrainConfig(epochs=6, seed=4)
+    first = measure_variant(variant, cora, config, CPU, warmup_epochs=2)
+    second = measure_variant(variant, cora, config, CPU, warmup_epochs=2)
+    assert first.losses == second.losses
+    assert first.sampled_edges_per_s > 0 and first.steps_per_epoch >= 1
+
+
+@pytest.mark.parametrize("variant", ["saint+sparse", "cluster+amp", "saint+checkpointed",
+                                     "cluster+sparse+checkpointed"])
+def test_minibatch_techniques_combine(cora, variant):
+    run = get_variant(variant).build(cora, TrainConfig(), CPU)
+    losses = [float(run.step(batch)) for batch in run.batches()]
+    assert losses and all(torch.isfinite(torch.tensor(losses)))
+
+
+@pytest.mark.parametrize("name, message", [
+    ("saint+trimmed", "trimmed needs sampled"),
+    ("sampled+cluster", "combines sampled and cluster, which each build the batches"),
+    ("saint+cluster", "which each build the batches"),
+])
+def test_minibatch_combinations_that_do_not_apply(name, message):
+    with pytest.raises(GnnperfError, match=message):
+        get_variant(name)
+
+
+def test_variant_facts_come_from_the_registry():
+    assert get_variant("sampled+trimmed").uses("sampled")
+    assert not get_variant("sparse").uses("sampled")
+    assert [get_variant(v).minibatch for v in ("baseline", "sampled", "saint", "cluster+amp")] \
+        == [False, True, True, True]
+
+
+def test_cluster_without_pymetis_names_the_extra(cora, tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path))  # no cached partition
+    monkeypatch.setitem(__import__("sys").modules, "pymetis", None)
+    with pytest.raises(GnnperfError, match=r"pip install 'gnnperf\[cluster\]'"):
+        get_variant("cluster").build(cora, TrainConfig(), CPU)

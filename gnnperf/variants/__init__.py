@@ -12,14 +12,16 @@ from gnnperf.errors import GnnperfError
 from gnnperf.variants.amp import Amp
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
+from gnnperf.variants.cluster import Cluster
 from gnnperf.variants.compiled import Compiled
+from gnnperf.variants.saint import Saint
 from gnnperf.variants.sampled import Sampled
 from gnnperf.variants.sparse import Sparse
 from gnnperf.variants.trimmed import Trimmed
 
 TECHNIQUES: dict[str, type[Technique]] = {
     technique.name: technique
-    for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed)
+    for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed, Saint, Cluster)
 }
 BASELINE = "baseline"
 
@@ -50,6 +52,15 @@ class Variant:
     def name(self) -> str:
         return "+".join(t.name for t in self.techniques) or BASELINE
 
+    def uses(self, technique: str) -> bool:
+        """Whether :obj:`technique` (a registry name) is one of this variant's."""
+        return any(t.name == technique for t in self.techniques)
+
+    @property
+    def minibatch(self) -> bool:
+        """Whether its steps train on sampled subgraphs rather than the full graph."""
+        return any(t.makes_batches for t in self.techniques)
+
     def build(self, data: Data, config: TrainConfig, device: torch.device) -> TrainingRun:
         """A training run for this variant, seeded by :obj:`config.seed`."""
         torch.manual_seed(config.seed)
@@ -76,6 +87,10 @@ def get_variant(name: str) -> Variant:
         if missing:
             raise GnnperfError(f"{part} needs {'+'.join(missing)}: use "
                                f"{TECHNIQUES[part].standard_variant()} (variant {name!r})")
+    batch_makers = [p for p in parts if TECHNIQUES[p].makes_batches]
+    if len(batch_makers) > 1:
+        raise GnnperfError(f"variant {name!r} combines {' and '.join(batch_makers)}, which each "
+                           f"build the batches; use one of them")
     ordered = sorted(parts, key=lambda p: (TECHNIQUES[p].order, p))
     return Variant(tuple(TECHNIQUES[p]() for p in ordered))
 

@@ -16,6 +16,7 @@ class Sampled(Technique):
     and accuracy of a step use only the seed nodes (``out[:batch_size]``)."""
     name = "sampled"
     order = 10
+    makes_batches = True
 
     def apply(self, run: TrainingRun) -> None:
         config = run.config
@@ -35,6 +36,6 @@ class Sampled(Technique):
                 yield run.subgraph_batch(Batch(
                     sub.x, edge_index, edge_weight, sub.y, slice(0, sub.batch_size),
                     num_seeds=sub.batch_size, num_edges=sub.edge_index.size(1),
-                    extra={"num_sampled_nodes": sub.num_sampled_nodes}))
+                    num_sampled_nodes=sub.num_sampled_nodes))
 
         run.batches = batches

@@ -34,7 +34,7 @@ class Trimmed(Technique):
             edge_index = edge_index.index_select(1, order)
             edge_weight = edge_weight.index_select(0, order)
             edges_into = torch.cumsum(torch.bincount(target, minlength=batch.x.size(0)), 0)
-            nodes_within = list(itertools.accumulate(batch.extra["num_sampled_nodes"]))
+            nodes_within = list(itertools.accumulate(batch.num_sampled_nodes))
             layers = []
             for i in range(num_layers):
                 num_sources = nodes_within[num_layers - i]

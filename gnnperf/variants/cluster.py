@@ -1,0 +1,86 @@
+"""Cluster-GCN mini-batches: a METIS partition of the graph, computed once,
+and per step the subgraph induced by a few random clusters."""
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Iterable
+
+import torch
+
+from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
+from gnnperf.models import normalize_graph
+from gnnperf.variants.base import Batch, Technique, TrainingRun
+
+
+def cached_partition(edge_index: torch.Tensor, num_nodes: int, num_parts: int,
+                     seed: int) -> tuple[torch.Tensor, float, bool]:
+    """METIS parts of the graph, cached on disk per graph (a hash of its
+    edges), part count and seed: (parts, seconds METIS took, cache hit)."""
+    from gnnperf.data import cache_dir
+
+    edges = edge_index.detach().cpu().contiguous()
+    digest = hashlib.sha256(edges.view(torch.uint8).reshape(-1).numpy()).hexdigest()[:24]
+    path = cache_dir() / "metis" / f"{digest}-n{num_nodes}-k{num_parts}-s{seed}.pt"
+    if path.is_file():
+        try:
+            cached = torch.load(path, weights_only=True)
+            if cached["parts"].shape == (num_nodes,):
+                return cached["parts"].to(edge_index.device), float(cached["seconds"]), True
+        except Exception:  # unreadable cache entry: partition again
+            pass
+    start = time.perf_counter()
+    parts = metis_partition(edge_index, num_nodes, num_parts, seed)
+    seconds = time.perf_counter() - start
+    import io
+
+    from gnnperf.report import write_atomic  # a concurrent run reads a whole file or none
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save({"parts": parts.cpu(), "seconds": seconds}, buffer)
+    write_atomic(path, buffer.getvalue())
+    return parts, seconds, False
+
+
+class Cluster(Technique):
+    r"""Cluster-GCN (Chiang et al., 2019): the graph is split into
+    :obj:`cluster_parts` METIS parts (``pymetis``; seeded, cached per graph,
+    part count and seed, its time reported apart as
+    ``setup_seconds['partition']``: METIS's own time, also on a cache hit), and
+    each step trains on :obj:`cluster_batch` random parts together with every
+    edge among their nodes (PyG's ``ClusterLoader``), normalised per batch.
+    The loss is the mean over the batch's training nodes; batches without
+    one are skipped. The edge cut (edges no batch of single parts holds) is
+    recorded as ``edge_cut``.
+    """
+    name = "cluster"
+    order = 10
+    makes_batches = True
+
+    def apply(self, run: TrainingRun) -> None:
+        config, data = run.config, run.data
+        num_nodes = data.num_nodes
+        parts, seconds, hit = cached_partition(data.edge_index, num_nodes, config.cluster_parts,
+                                               config.seed)
+        cut = edge_cut(data.edge_index, parts)
+        run.setup_seconds["partition"] = seconds
+        run.stats.update(partition_cached=hit, edge_cut=cut,
+                         edge_cut_fraction=cut / max(data.edge_index.size(1), 1))
+        loader = ClusterBatches(data.edge_index, num_nodes, parts, config.cluster_batch,
+                                seed=config.seed)
+        train = data.train_mask
+        run.dynamic_shapes = True
+
+        def batches() -> Iterable[Batch]:
+            for sub in loader:
+                nodes = sub.node_ids
+                loss_nodes = train.index_select(0, nodes).nonzero().view(-1)
+                if loss_nodes.numel() == 0:
+                    continue
+                edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
+                yield run.subgraph_batch(Batch(
+                    data.x.index_select(0, nodes), edge_index, edge_weight,
+                    data.y.index_select(0, nodes), loss_nodes, num_seeds=loss_nodes.numel(),
+                    num_edges=sub.edge_ids.numel()))
+
+        run.batches = batches

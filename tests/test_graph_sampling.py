@@ -1,0 +1,202 @@
+import sys
+
+import pytest
+import torch
+
+from gnnperf.data import SyntheticSpec, synthetic_graph
+from gnnperf.errors import GnnperfError
+from gnnperf.graph_sampling import (CSR, ClusterBatches, RandomWalkSampler, edge_cut,
+                                    induced_subgraph, metis_partition)
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return synthetic_graph(SyntheticSpec(300, 6.0, 8, 3, train_per_class=5, num_val=30,
+                                         num_test=60), seed=0)
+
+
+def messy_graph(num_nodes=40, num_edges=160, seed=0):
+    # Directed, unsorted, with duplicate edges and self-loops; nodes 0-4 have
+    # no in-edges (reached only as roots) and 35-39 no out-edges (sinks).
+    gen = torch.Generator().manual_seed(seed)
+    row = torch.randint(0, num_nodes - 5, (num_edges,), generator=gen)
+    col = torch.randint(5, num_nodes, (num_edges,), generator=gen)
+    return torch.stack([torch.cat([row, row[:10]]), torch.cat([col, col[:10]])])
+
+
+def brute_force_induced(edge_index, node_ids):
+    keep = set(node_ids.tolist())
+    return [e for e, (u, v) in enumerate(edge_index.t().tolist()) if u in keep and v in keep]
+
+
+def assert_induced(sub, edge_index, node_ids):
+    assert sub.node_ids.tolist() == node_ids.tolist()
+    expected = brute_force_induced(edge_index, node_ids)
+    assert sub.edge_ids.tolist() == expected
+    assert torch.equal(sub.node_ids[sub.edge_index], edge_index[:, sub.edge_ids])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_walk_follows_out_edges_and_stays_on_sinks(device):
+    # 0 -> {1, 2}, 1 -> 2, 2 -> {0, 3}, 4 -> 3; nodes 3 and 5 have no out-edges.
+    edge_index = torch.tensor([[0, 0, 1, 2, 2, 4], [1, 2, 2, 0, 3, 3]], device=device)
+    sampler = RandomWalkSampler(edge_index, 6, num_roots=600, walk_length=5, seed=0)
+    roots = torch.arange(6, device=device).repeat(100)
+    walks = sampler.walk(roots)
+    assert walks.shape == (600, 6) and torch.equal(walks[:, 0], roots)
+    edges = set(map(tuple, edge_index.t().tolist()))
+    sinks = {3, 5}
+    steps = torch.stack([walks[:, :-1], walks[:, 1:]], -1).view(-1, 2).tolist()
+    assert all((u, v) in edges or (u == v and u in sinks) for u, v in steps)
+    assert all(u != v for u, v in steps if u not in sinks)
+    # Both out-edges of node 0 get taken, about equally often.
+    from_zero = [v for u, v in steps if u == 0]
+    assert 0.35 < from_zero.count(1) / len(from_zero) < 0.65
+
+
+def test_roots_uniform_from_sample_nodes(graph):
+    pool = torch.tensor([3, 17, 250])
+    sampler = RandomWalkSampler(graph.edge_index, 300, num_roots=300, walk_length=2,
+                                sample_nodes=pool)
+    roots = sampler.roots()
+    assert set(roots.tolist()) == {3, 17, 250}
+    walks = sampler.walk(roots)
+    assert torch.equal(walks[:, 0], roots)
+
+
+def test_sampler_options_validated(graph):
+    with pytest.raises(GnnperfError, match="--saint-roots"):
+        RandomWalkSampler(graph.edge_index, 300, num_roots=0, walk_length=2)
+    with pytest.raises(GnnperfError, match="--saint-walk-length"):
+        RandomWalkSampler(graph.edge_index, 300, num_roots=10, walk_length=-1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_induced_subgraph_matches_brute_force(device):
+    edge_index = messy_graph().to(device)
+    csr = CSR.from_edge_index(edge_index, 40)
+    gen = torch.Generator().manual_seed(1)
+    for size in (1, 7, 20, 40):
+        node_ids = torch.randperm(40, generator=gen)[:size].sort().values.to(device)
+        for graph in (csr, edge_index):
+            assert_induced(induced_subgraph(graph, node_ids), edge_index.cpu(), node_ids.cpu())
+    empty = induced_subgraph(csr, torch.empty(0, dtype=torch.long, device=device))
+    assert empty.edge_index.shape == (2, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sample_is_induced_by_walked_nodes(graph, device):
+    edge_index = graph.edge_index.to(device)
+    sampler = RandomWalkSampler(edge_index, 300, num_roots=20, walk_length=3, seed=5)
+    twin = RandomWalkSampler(edge_index, 300, num_roots=20, walk_length=3, seed=5)
+    for _ in range(3):
+        sub = sampler.sample()
+        walked = torch.unique(twin.walk(twin.roots())).cpu()
+        assert_induced(sub, graph.edge_index, walked)
+        assert sub.edge_ids.numel() > 0
+
+
+def test_compute_norm_matches_brute_force():
+    edge_index, num_nodes, num_samples = messy_graph(), 40, 12
+    sampler = RandomWalkSampler(edge_index, num_nodes, num_roots=4, walk_length=2, seed=3)
+    node_norm, edge_norm = sampler.compute_norm(num_samples)
+    twin = RandomWalkSampler(edge_index, num_nodes, num_roots=4, walk_length=2, seed=3)
+    node_count, edge_count = [0] * num_nodes, [0] * edge_index.size(1)
+    for _ in range(num_samples):
+        sub = twin.sample()
+        for v in sub.node_ids.tolist():
+            node_count[v] += 1
+        for e in sub.edge_ids.tolist():
+            edge_count[e] += 1
+    # PyG's GraphSAINTSampler._compute_norm, element by element.
+    expected_edge = []
+    for e, u in enumerate(edge_index[0].tolist()):
+        if edge_count[e] > 0:
+            expected_edge.append(min(node_count[u] / edge_count[e], 1e4))
+        else:
+            expected_edge.append(1e4 if node_count[u] > 0 else 0.1)  # x/0 = inf; 0/0 = nan
+    expected_node = [num_samples / (c if c > 0 else 0.1) / num_nodes for c in node_count]
+    torch.testing.assert_close(edge_norm, torch.tensor(expected_edge))
+    torch.testing.assert_close(node_norm, torch.tensor(expected_node))
+    # The graph exercises every branch: unsampled nodes and both kinds of unsampled edges.
+    assert 0 in node_count and 0 < sum(node_count) / num_nodes
+    unsampled = [e for e in range(len(edge_count)) if edge_count[e] == 0]
+    assert {expected_edge[e] for e in unsampled} == {1e4, 0.1}
+
+
+def test_metis_partition_is_deterministic_and_cuts_little(graph):
+    edge_index = graph.edge_index
+    parts = metis_partition(edge_index, 300, 8, seed=0)
+    assert parts.shape == (300,) and parts.dtype == torch.long
+    assert int(parts.min()) >= 0 and int(parts.max()) < 8
+    assert (torch.bincount(parts, minlength=8) > 0).all()
+    assert torch.equal(parts, metis_partition(edge_index, 300, 8, seed=0))
+    # METIS on this graph finds the same 8 parts from any seed, but 4 parts differ.
+    four = [metis_partition(edge_index, 300, 4, seed=seed) for seed in (0, 1, 2)]
+    assert not torch.equal(four[0], four[1]) and not torch.equal(four[1], four[2])
+    random_parts = torch.randint(0, 8, (300,), generator=torch.Generator().manual_seed(0))
+    assert edge_cut(edge_index, parts) < 0.6 * edge_cut(edge_index, random_parts)
+    assert torch.equal(metis_partition(edge_index, 300, 1), torch.zeros(300, dtype=torch.long))
+    for bad in (0, 301):
+        with pytest.raises(GnnperfError, match="--cluster-parts"):
+            metis_partition(edge_index, 300, bad)
+    with pytest.raises(GnnperfError, match="--seed"):
+        metis_partition(edge_index, 300, 4, seed=-1)
+
+
+def test_metis_accepts_directed_graphs_with_self_loops():
+    parts = metis_partition(messy_graph(), 40, 4, seed=0)
+    assert parts.shape == (40,) and int(parts.max()) < 4
+
+
+def test_edge_cut_matches_brute_force(graph):
+    parts = torch.randint(0, 5, (300,), generator=torch.Generator().manual_seed(2))
+    expected = sum(parts[u] != parts[v] for u, v in graph.edge_index.t().tolist())
+    assert edge_cut(graph.edge_index, parts) == expected > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cluster_batches_cover_nodes_once_with_induced_edges(graph, device):
+    parts = metis_partition(graph.edge_index, 300, 10, seed=0)
+    batches = ClusterBatches(graph.edge_index.to(device), 300, parts.to(device),
+                             clusters_per_batch=3, seed=0)
+    epoch = list(batches)
+    assert len(epoch) == len(batches) == 4
+    seen = torch.cat([sub.node_ids.cpu() for sub in epoch])
+    assert torch.equal(seen.sort().values, torch.arange(300))
+    # Whole clusters, 3 per batch (the last takes the rest), each in one batch.
+    batch_parts = [set(parts[sub.node_ids.cpu()].tolist()) for sub in epoch]
+    assert [len(p) for p in batch_parts] == [3, 3, 3, 1]
+    assert set().union(*batch_parts) == set(range(10))
+    inter_cluster = 0
+    for sub in epoch:
+        node_ids = sub.node_ids.cpu()
+        assert_induced(sub, graph.edge_index, node_ids)
+        u, v = node_ids[sub.edge_index.cpu()]
+        inter_cluster += int((parts[u] != parts[v]).sum())
+    assert inter_cluster > 0  # edges between a batch's clusters are kept
+
+
+def test_cluster_batches_seeded(graph):
+    parts = metis_partition(graph.edge_index, 300, 10, seed=0)
+
+    def epochs(seed, count=2):
+        batches = ClusterBatches(graph.edge_index, 300, parts, clusters_per_batch=2, seed=seed)
+        return [[sub.node_ids.tolist() for sub in batches] for _ in range(count)]
+
+    first = epochs(0)
+    assert first == epochs(0)
+    assert first[0] != first[1]  # the order changes every epoch
+    assert first[0] != epochs(1)[0]
+    with pytest.raises(GnnperfError, match="--cluster-batch"):
+        ClusterBatches(graph.edge_index, 300, parts, clusters_per_batch=0)
+
+
+def test_missing_pymetis_names_the_extra(graph, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pymetis", None)
+    with pytest.raises(GnnperfError) as info:
+        metis_partition(graph.edge_index, 300, 4)
+    assert str(info.value) == "cluster needs pymetis: pip install 'gnnperf[cluster]'"
+    assert int(metis_partition(graph.edge_index, 300, 1).max()) == 0  # no METIS needed
