@@ -3,6 +3,7 @@ budget and sampled throughput, for every registry variant and the profile's
 datasets. Higher is worse for every figure here (asv's convention)."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 
 import torch
@@ -114,3 +115,66 @@ class SampledThroughput:
         return statistics.median(per_edge)
 
     track_time_per_million_sampled_edges.unit = "seconds"
+
+
+class _OffloadEpoch:
+    """Host-to-device traffic of the offload variants over one epoch (after
+    a warm-up one), with NVML watching. CUDA-only: n/a on CPU, where the copy
+    is a no-op."""
+    params = [list(PROFILE.datasets), common.variants_with("offload")]
+    param_names = ["dataset", "variant"]
+    setup_cache = common.training_datasets_cache
+    timeout = 600
+
+    def setup(self, cache, dataset, variant):
+        common.set_threads()
+        dev = common.require_cuda()  # before any work: n/a on CPU
+        open_monitor = common._gnnperf("monitor.GpuMonitor").for_device
+        run = common.variant(variant).build(common.dataset(cache, dataset),
+                                            common.train_config(), dev)
+        common.timed_epoch(run, dev)  # warm-up: allocator, cuBLAS handles
+        monitor, self.monitor_note = open_monitor(dev)
+        self.util = None
+        try:
+            with monitor.active() if monitor is not None else contextlib.nullcontext():
+                common.timed_epoch(run, dev)
+            if monitor is not None:
+                self.util = monitor.summary().get("gpu_util_pct")
+        finally:
+            if monitor is not None:
+                monitor.close()
+        for finish in run.on_finish:
+            finish()
+        self.stats = run.stats
+        if "transfer_mib_per_step" not in self.stats:
+            raise NotImplementedError("this commit's offload records no transfer figures")
+
+
+class OffloadTransfer(_OffloadEpoch):
+    """MiB copied per step and the copy's median milliseconds (CUDA events
+    on the copy stream)."""
+
+    def track_transfer_mib_per_step(self, cache, dataset, variant):
+        return self.stats["transfer_mib_per_step"]
+
+    track_transfer_mib_per_step.unit = "MiB"
+
+    def track_copy_ms_per_step(self, cache, dataset, variant):
+        return self.stats["copy_ms_per_step"]
+
+    track_copy_ms_per_step.unit = "ms"
+
+
+class OffloadGpuIdle(_OffloadEpoch):
+    """100 - mean NVML GPU utilisation while an offload variant trains
+    (higher is worse: the GPU waits for batches); n/a without NVML."""
+
+    def setup(self, cache, dataset, variant):
+        super().setup(cache, dataset, variant)
+        if self.util is None:
+            raise NotImplementedError(f"no GPU utilisation: {self.monitor_note}")
+
+    def track_gpu_idle_pct(self, cache, dataset, variant):
+        return 100.0 - self.util["mean"]
+
+    track_gpu_idle_pct.unit = "%"

@@ -68,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
     run.add_argument("--json", type=Path, help="write results and environment to this file")
-    run.add_argument("--plot", type=Path, help="write a time-vs-memory plot (PNG) here")
+    run.add_argument("--plot", type=Path,
+                     help="write the comparison chart (PNG) here: time vs memory, and time "
+                          "and peak memory per variant as bars")
+    run.add_argument("--timeline", type=Path,
+                     help="write memory over training iterations (PNG), a line per variant")
     run.add_argument("--reference", default="baseline",
                      help="variant the speed-up and memory ratios compare to (default: baseline)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -128,6 +132,7 @@ def run_command(args: argparse.Namespace) -> int:
                            f"last warm-up one measures memory), got {args.warmup}")
     _check_output(args.json, "--json")
     _check_output(args.plot, "--plot")
+    _check_output(args.timeline, "--timeline")
     device = resolve_device(args.device)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
@@ -166,8 +171,11 @@ def run_command(args: argparse.Namespace) -> int:
 
     print(report.format_table(results, failures, reference=reference))
     save(complete=True)
+    title = f"{data.name} on {env['device_name']}"
     if args.plot and results:
-        report.plot(results, args.plot, title=f"{data.name} on {env['device_name']}")
+        report.plot(results, args.plot, title=title)
+    if args.timeline and results:
+        report.plot_timeline(results, args.timeline, title=f"memory over training: {title}")
     return 1 if failures else 0
 
 

@@ -3,6 +3,7 @@ apart from warm-up and compilation, a step's peak memory, accuracy and
 throughput. Returns dataclasses and never prints."""
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
@@ -17,6 +18,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError
+from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
 
 # glibc's defaults return freed blocks of a few MiB to the OS, so the next
@@ -114,6 +116,11 @@ class VariantResult:
         cuda_peak_bytes (int): The CUDA figure; :obj:`None` on CPU runs.
         setup_seconds (dict): One-off work before training, by name
             (``partition``, ``presample``), apart from the epochs.
+        memory_timeline (dict): Memory after every training step of the run
+            (:class:`~gnnperf.monitor.MemoryTimeline`).
+        gpu_monitor (dict): NVML mean and max of GPU utilisation, memory
+            used, power and SM clock over the timed epochs; :obj:`None`
+            (with the reason in :obj:`gpu_monitor_note`) without a GPU or NVML.
     """
     variant: str
     dataset: str
@@ -136,6 +143,9 @@ class VariantResult:
     graph_breaks: int | None = None
     recompiles: int | None = None
     setup_seconds: dict = field(default_factory=dict)
+    memory_timeline: dict = field(default_factory=dict)
+    gpu_monitor: dict | None = None
+    gpu_monitor_note: str = ""
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -168,14 +178,19 @@ def step_peak_bytes(step: Callable[[], object], device: torch.device) -> int | N
 
 
 def _run_epoch(run: TrainingRun, counter: _EpochCounter,
-               measure_peak: Callable[[Callable[[], object]], None] | None = None) -> None:
+               measure_peak: Callable[[Callable[[], object]], None] | None = None,
+               timeline: MemoryTimeline | None = None) -> None:
     batches: Iterator = iter(run.batches())
     losses = []
     for batch in batches:
+        if timeline is not None:
+            timeline.before_step()
         if measure_peak is None:
             losses.append(run.step(batch))
         else:
             measure_peak(lambda: losses.append(run.step(batch)))
+        if timeline is not None:
+            timeline.after_step()
         counter.steps += 1
         counter.seeds += batch.num_seeds
         counter.edges += batch.num_edges
@@ -202,6 +217,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     spec = get_variant(variant)
     run = spec.build(data, config, device)
     counter = _EpochCounter()
+    timeline = MemoryTimeline(str(device))
+    monitor, monitor_note = GpuMonitor.for_device(device)
     step_peaks: list[int] = []
 
     first_epoch_s = 0.0
@@ -213,9 +230,13 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
             if epoch == warmup_epochs - 1:
                 # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
                 _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
-                    step_peak_bytes(step, device)))
+                    step_peak_bytes(step, device)), timeline=timeline)
             else:
-                seconds = _timed(lambda: _run_epoch(run, counter), device)
+                # The GPU monitor samples the timed (steady) epochs only.
+                watching = monitor.active() if monitor and epoch >= warmup_epochs \
+                    else contextlib.nullcontext()
+                with watching:
+                    seconds = _timed(lambda: _run_epoch(run, counter, timeline=timeline), device)
                 if epoch == 0:
                     first_epoch_s = seconds
                     if run.compile_counter is not None:
@@ -226,6 +247,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
                 steady_start = (counter.steps, counter.seeds, counter.edges)
             if on_epoch is not None:
                 on_epoch()
+        for finish in run.on_finish:
+            finish()
         accuracy = run.evaluate()
     except torch.OutOfMemoryError:
         raise GnnperfError(
@@ -235,6 +258,10 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise GnnperfError(f"variant {variant} is not supported on {device} by torch "
                            f"{torch.__version__} ({reason}); drop one of its techniques") from None
+    finally:
+        timeline.close()
+        if monitor is not None:
+            monitor.close()
 
     steady_epochs = len(epoch_times)
     steps, seeds, edges = (now - before for now, before in
@@ -266,6 +293,9 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         graph_breaks=compile_counter.graph_breaks if compile_counter else None,
         recompiles=(compile_counter.graphs - graphs_after_first) if compile_counter else None,
         setup_seconds=dict(run.setup_seconds),
+        memory_timeline=timeline.to_dict(),
+        gpu_monitor=monitor.summary() if monitor is not None else None,
+        gpu_monitor_note=monitor_note,
         extra=dict(run.stats),
     )
 

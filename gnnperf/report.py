@@ -20,6 +20,11 @@ def _ratio(value: float | None, reference: float | None) -> float | None:
     return value / reference
 
 
+def _monitored(result: VariantResult, metric: str) -> dict | None:
+    """NVML mean/max of :obj:`metric`, or None (n/a) where nothing was sampled."""
+    return (result.gpu_monitor or {}).get(metric)
+
+
 def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline") -> list[dict]:
     """One row per variant with ratios to :obj:`reference` (when it ran)."""
     ref = next((r for r in results if r.variant == reference), None)
@@ -38,6 +43,8 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "test_acc": r.test_acc,
             "speedup": speedup,
             "memory_ratio": memory,
+            "gpu_util_pct": _monitored(r, "gpu_util_pct"),
+            "gpu_power_w": _monitored(r, "gpu_power_w"),
         })
     return rows
 
@@ -47,6 +54,9 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
     """The summary table: n/a marks what was not measured, never a zero."""
     def fmt(value, spec):
         return "n/a" if value is None else format(value, spec)
+
+    def mean_max(value, spec):
+        return "n/a" if value is None else f"{value['mean']:{spec}} / {value['max']:{spec}}"
 
     def ratio(value):
         # Three decimals below 0.1: a 0.005x memory ratio must not read 0.00x.
@@ -61,12 +71,15 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               fmt(row["peak_mib"], ".1f"),
               f"{row['test_acc']:.3f}",
               ratio(row["speedup"]),
-              ratio(row["memory_ratio"])]
+              ratio(row["memory_ratio"]),
+              mean_max(row["gpu_util_pct"], ".0f"),
+              mean_max(row["gpu_power_w"], ".0f")]
              for row in comparison_rows(results, reference)]
     for variant, error in (failures or {}).items():
-        table.append([variant, "failed", "", "", "", "", "", error[:60]])
+        table.append([variant, "failed", "", "", "", "", "", error[:60], "", ""])
     headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
-               "test acc", f"speed-up vs {reference}", f"memory vs {reference}"]
+               "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
+               "GPU util % mean/max", "GPU W mean/max"]
     return tabulate(table, headers=headers, disable_numparse=True)
 
 
@@ -112,18 +125,40 @@ def to_json(results: Sequence[VariantResult], env: dict, config: dict,
     }, indent=2)
 
 
-def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> int:
-    """Time per epoch against peak memory, log axes, one labelled point per
-    variant; returns the number of points drawn."""
+def _figure_bytes(fig, path: str | os.PathLike) -> bytes:
     import io
 
+    import matplotlib.pyplot as plt
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _pyplot():
     import matplotlib
-    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
 
+
+def _plain_log_ticks(axis) -> None:
+    import matplotlib.ticker
+    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
+
+
+def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> int:
+    """The comparison as one figure: time per epoch against peak memory (log
+    axes, one labelled point per variant), and the hands-on chapter's summary
+    chart beside it (time per epoch and peak memory per variant as bars, log
+    axes). Returns the number of variants drawn."""
+    plt = _pyplot()
     points = [r for r in results if r.step_peak_bytes]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    fig, (ax, ax_time, ax_memory) = plt.subplots(1, 3, figsize=(18, 5.5), dpi=110,
+                                                 gridspec_kw={"width_ratios": [1.3, 1, 1]})
     markers = "osD^vP*Xh<>"
     for index, r in enumerate(points):
         # A legend rather than annotations: variants often sit on top of each other.
@@ -133,20 +168,60 @@ def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str =
     ax.set_xscale("log")
     ax.set_yscale("log")
     on_cuda = any(r.device.startswith("cuda") for r in points)
-    ax.set_xlabel("CUDA peak memory per step (MiB)" if on_cuda
-                  else "step peak memory above start, torch CPU tensors (MiB)")
+    memory_label = ("CUDA peak memory per step (MiB)" if on_cuda
+                    else "step peak above start, torch CPU tensors (MiB)")
+    ax.set_xlabel(memory_label)
     ax.set_ylabel("time per epoch, median (ms)")
     ax.set_title(title or "GCN training variants")
     ax.grid(True, which="both", alpha=0.3)
     ax.margins(0.25)
-    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(plain)
+        _plain_log_ticks(axis)
     ax.legend(fontsize=8, loc="best")
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
-    plt.close(fig)
-    write_atomic(path, buffer.getvalue())
+
+    names = [r.variant for r in points]
+    for bars_ax, values, label, colour in (
+            (ax_time, [r.epoch_time.median * 1e3 for r in points], "time per epoch (ms)",
+             "tab:blue"),
+            (ax_memory, [r.step_peak_bytes / MIB for r in points], memory_label, "tab:orange")):
+        bars = bars_ax.bar(range(len(points)), values, color=colour, alpha=0.85)
+        bars_ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=7)
+        bars_ax.set_yscale("log")
+        bars_ax.set_xticks(range(len(points)), names, rotation=40, ha="right", fontsize=8)
+        bars_ax.set_ylabel(label)
+        bars_ax.grid(True, axis="y", which="both", alpha=0.3)
+        _plain_log_ticks(bars_ax.yaxis)
+    ax_time.set_title("time per epoch per variant")
+    ax_memory.set_title("peak memory per variant")
+    write_atomic(path, _figure_bytes(fig, path))
     return len(points)
+
+
+def plot_timeline(results: Sequence[VariantResult], path: str | os.PathLike,
+                  title: str = "") -> int:
+    """Peak memory of every training step against the training iteration,
+    one line per variant (the tutorial's chart: full batch climbing to its
+    peak, mini-batches staying low). CUDA: ``max_memory_allocated`` per step;
+    CPU: the process's RSS high-water mark per step (RSS after the step where
+    the peak cannot be reset). Returns the number of lines drawn."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
+    drawn = 0
+    on_cuda = False
+    for r in results:
+        timeline = r.memory_timeline
+        series = timeline.get("step_peak_bytes") or timeline.get("rss_bytes")
+        if not series:
+            continue
+        on_cuda = on_cuda or bool(timeline.get("allocated_bytes"))
+        ax.plot(range(1, len(series) + 1), [v / MIB for v in series], lw=1.4,
+                label=f"{r.variant} (peak {max(series) / MIB:.0f} MiB)")
+        drawn += 1
+    ax.set_xlabel("training iteration (optimiser step)")
+    ax.set_ylabel("CUDA peak memory allocated per step (MiB)" if on_cuda
+                  else "process RSS peak per step (MiB)")
+    ax.set_title(title or "memory over training iterations")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    write_atomic(path, _figure_bytes(fig, path))
+    return drawn

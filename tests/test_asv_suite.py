@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.asv
 
 # Figures that are n/a on a machine without CUDA.
-CUDA_ONLY = ("track_cuda_peak_mib",)
+CUDA_ONLY = ("track_cuda_peak_mib", "OffloadTransfer.", "OffloadGpuIdle.")
 OWN = ("training.", "scaling.", "control.", "compile.", "sampling.")
 
 

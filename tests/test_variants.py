@@ -230,3 +230,30 @@ def test_cluster_without_pymetis_names_the_extra(cora, tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "pymetis", None)
     with pytest.raises(GnnperfError, match=r"pip install 'gnnperf\[cluster\]'"):
         get_variant("cluster").build(cora, TrainConfig(), CPU)
+
+
+# CPU offload ----------------------------------------------------------------
+@pytest.mark.parametrize("variant", ["sampled", "cluster"])
+def test_offload_follows_the_same_loss_curve_on_cpu(cora, variant):
+    config = TrainConfig(epochs=20, seed=3)
+    plain = measure_variant(variant, cora, config, CPU, warmup_epochs=2)
+    offloaded = measure_variant(f"{variant}+offload", cora, config, CPU, warmup_epochs=2)
+    assert offloaded.losses == plain.losses
+    assert offloaded.test_acc == plain.test_acc
+    # Transfer figures are CUDA-only: absent on CPU, never 0.
+    assert "transfer_mib_per_step" not in offloaded.extra
+
+
+def test_offload_needs_a_batch_technique():
+    with pytest.raises(GnnperfError, match="offload moves mini-batches.*use sampled\\+offload"):
+        get_variant("offload")
+    assert get_variant("trimmed+offload+sampled").name == "sampled+trimmed+offload"
+
+
+def test_offload_keeps_the_graph_on_the_host(cora):
+    from gnnperf.variants.offload import BatchCopier
+    run = get_variant("sampled+offload").build(cora, TrainConfig(), CPU)
+    assert run.data.x.device.type == "cpu"
+    copier = BatchCopier(CPU)
+    batch = next(iter(run.batches()))
+    assert copier.to_device(batch) is batch and copier.summary() == {}

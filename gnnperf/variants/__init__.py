@@ -14,6 +14,7 @@ from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
 from gnnperf.variants.cluster import Cluster
 from gnnperf.variants.compiled import Compiled
+from gnnperf.variants.offload import Offload
 from gnnperf.variants.saint import Saint
 from gnnperf.variants.sampled import Sampled
 from gnnperf.variants.sparse import Sparse
@@ -21,7 +22,8 @@ from gnnperf.variants.trimmed import Trimmed
 
 TECHNIQUES: dict[str, type[Technique]] = {
     technique.name: technique
-    for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed, Saint, Cluster)
+    for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed, Saint, Cluster,
+                      Offload)
 }
 BASELINE = "baseline"
 
@@ -64,7 +66,9 @@ class Variant:
     def build(self, data: Data, config: TrainConfig, device: torch.device) -> TrainingRun:
         """A training run for this variant, seeded by :obj:`config.seed`."""
         torch.manual_seed(config.seed)
-        run = TrainingRun(data, config, device)
+        on_host = any(t.keeps_data_on_host for t in self.techniques)
+        run = TrainingRun(data, config, device,
+                          data_device=torch.device("cpu") if on_host else device)
         for technique in self.techniques:
             technique.apply(run)
         return run
@@ -91,6 +95,11 @@ def get_variant(name: str) -> Variant:
     if len(batch_makers) > 1:
         raise GnnperfError(f"variant {name!r} combines {' and '.join(batch_makers)}, which each "
                            f"build the batches; use one of them")
+    for part in parts:
+        if TECHNIQUES[part].needs_batches and not batch_makers:
+            raise GnnperfError(f"{part} moves mini-batches, so it needs one of "
+                               f"{', '.join(t for t in TECHNIQUES if TECHNIQUES[t].makes_batches)}: "
+                               f"use {TECHNIQUES[part].standard_variant()} (variant {name!r})")
     ordered = sorted(parts, key=lambda p: (TECHNIQUES[p].order, p))
     return Variant(tuple(TECHNIQUES[p]() for p in ordered))
 

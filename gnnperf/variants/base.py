@@ -3,6 +3,7 @@ that techniques reshape, and the technique interface."""
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import dataclass
 from typing import Callable, ClassVar, ContextManager, Iterable
 
@@ -126,11 +127,14 @@ class TrainingRun:
     stay the same for every variant.
     """
 
-    def __init__(self, data: Data, config: TrainConfig, device: torch.device) -> None:
+    def __init__(self, data: Data, config: TrainConfig, device: torch.device,
+                 data_device: torch.device | None = None) -> None:
         config.validate()
         self.config = config
         self.device = device
-        self.data = data.to(device)
+        # The graph lives on the training device unless a technique keeps it
+        # on the host and moves batches (offload).
+        self.data = data.to(data_device or device)
         num_classes = int(data.y.max()) + 1
         self.model = GCN(data.num_features, config.hidden, num_classes, config.layers,
                          config.dropout).to(device)
@@ -147,6 +151,8 @@ class TrainingRun:
         # pre-sampling), in seconds: reported apart from steady state.
         self.setup_seconds: dict[str, float] = {}
         self.compile_counter = None  # set by the compiled technique
+        # Called once training ends (before evaluation), e.g. to read CUDA events.
+        self.on_finish: list[Callable[[], None]] = []
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
         # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
         self.train_nodes = self.data.train_mask.nonzero().view(-1)
@@ -200,11 +206,16 @@ class TrainingRun:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Full-graph accuracy of the eager model on the train/val/test masks."""
-        self.model.eval()
+        """Full-graph accuracy of the eager model on the train/val/test masks
+        (a copy of the model on the data's device when the data stayed on the
+        host: the full graph never goes to the device)."""
+        model = self.model
+        if self.data.x.device != next(model.parameters()).device:
+            model = copy.deepcopy(model).to(self.data.x.device)
+        model.eval()
         graph, edge_weight = self.full_graph()
         with self.autocast():
-            pred = self.model(self.data.x, graph, edge_weight).argmax(dim=-1)
+            pred = model(self.data.x, graph, edge_weight).argmax(dim=-1)
         correct = pred == self.data.y
         return {split: float(correct[self.data[f"{split}_mask"]].float().mean())
                 for split in ("train", "val", "test")}
@@ -227,6 +238,9 @@ class Technique:
     # Its batches are sampled subgraphs (sampled, saint, cluster): a variant
     # has at most one such technique, and reports sampled edges per second.
     makes_batches: ClassVar[bool] = False
+    needs_batches: ClassVar[bool] = False  # only works with a batch maker
+    # The graph stays in host memory; the technique moves each batch (offload).
+    keeps_data_on_host: ClassVar[bool] = False
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError
