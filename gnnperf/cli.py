@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -67,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=defaults.seed)
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
+    run.add_argument("--world-size", type=int, default=1,
+                     help="ddp variants: local ranks to launch (default: 1; under torchrun "
+                          "its world is used instead)")
+    run.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"],
+                     help="ddp process-group backend (auto: NCCL on CUDA, gloo on CPU)")
     run.add_argument("--json", type=Path, help="write results and environment to this file")
     run.add_argument("--plot", type=Path,
                      help="write the comparison chart (PNG) here: time vs memory, and time "
@@ -90,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--json", type=Path)
     sampler.add_argument("--tune-malloc", action="store_true",
                          help="keep freed memory in glibc's heap (fewer page faults; recorded)")
+    doctor = sub.add_parser("doctor", help="check that this machine runs the suite right")
+    doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
+    doctor.add_argument("--json", type=Path, help="write the report here")
+    doctor.add_argument("--threads", type=int, default=1)
     return parser
 
 
@@ -101,7 +112,7 @@ def _check_output(path: Path | None, option: str) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from gnnperf import report
+    from gnnperf import distributed, report
     from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.measure import (
         environment,
@@ -133,11 +144,47 @@ def run_command(args: argparse.Namespace) -> int:
     _check_output(args.json, "--json")
     _check_output(args.plot, "--plot")
     _check_output(args.timeline, "--timeline")
+    if args.world_size < 1:
+        raise GnnperfError(f"--world-size must be >= 1, got {args.world_size}")
+    torchrun = distributed.launched_by_torchrun()
+    if torchrun and args.world_size > 1:
+        raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
     device = resolve_device(args.device)
+    backend = distributed.resolve_backend(args.backend, device)
+    rank0 = True
+    if torchrun:  # every rank runs this command; rank 0 alone prints and writes
+        device = distributed.rank_device(device)
+        shard = distributed.init_from_env(backend)
+        rank0 = shard.rank == 0
+        if not rank0:
+            sys.stdout = open(os.devnull, "w")
+            args.no_progress, args.json, args.plot, args.timeline = True, None, None, None
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
     data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
+    world = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
+    # Local ranks share this machine's threads.
+    rank_threads = max(1, args.threads // args.world_size)
 
+    def measure(name: str):
+        if not get_variant(name).data_parallel:
+            return measure_variant(name, data, config, device, args.warmup,
+                                   on_epoch=lambda: progress.update(1))
+        if args.world_size > 1:
+            result = distributed.measure_data_parallel(
+                name, args.world_size, args.dataset, args.root, config, str(device),
+                args.warmup, rank_threads, args.backend)
+            progress.update(args.epochs)
+            return result
+        result = measure_variant(name, data, config, device, args.warmup,
+                                 on_epoch=lambda: progress.update(1))
+        if torchrun:
+            ranks = distributed.gather_to_rank0(result)
+            return distributed.combine_ranks(ranks) if rank0 else result
+        return result
+
+    if not rank0:
+        sys.stderr = open(os.devnull, "w")
     print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
           f"{data.num_features} features; device {device}; {args.epochs} epochs "
           f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
@@ -145,7 +192,8 @@ def run_command(args: argparse.Namespace) -> int:
     env = environment(args.seed, device, tuned)
     env["dataset"] = dataset_identity(data)
     run_config = {**asdict(config), "dataset": data.name, "warmup_epochs": args.warmup,
-                  "variants": variants}
+                  "variants": variants, "world_size": world, "backend": backend,
+                  "launch": "torchrun" if torchrun else "local"}
     results, failures = [], {}
 
     def save(complete: bool) -> None:
@@ -161,8 +209,7 @@ def run_command(args: argparse.Namespace) -> int:
     for name in variants:
         progress.set_description(name)
         try:
-            results.append(measure_variant(name, data, config, device, args.warmup,
-                                           on_epoch=lambda: progress.update(1)))
+            results.append(measure(name))
         except GnnperfError as exc:
             failures[name] = str(exc)
             progress.write(f"error: {exc}", file=sys.stderr)
@@ -210,7 +257,33 @@ def sampler_command(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": run_command, "sampler": sampler_command}
+def doctor_command(args: argparse.Namespace) -> int:
+    import json
+
+    from gnnperf import report
+    from gnnperf.doctor import FAIL, Doctor, to_dict
+    from gnnperf.measure import resolve_device, set_threads
+
+    _check_output(args.json, "--json")
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    checkout = Path(__file__).resolve().parent.parent
+    start = time.perf_counter()
+
+    def show(check) -> None:
+        note = f"  ({check.reason})" if check.reason else ""
+        print(f"{check.status.upper():7} {check.name}: {check.figure}{note}", flush=True)
+
+    checks = Doctor(device, root=checkout).run(on_check=show)
+    failed = [c for c in checks if c.status == FAIL]
+    print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or skipped, "
+          f"{len(failed)} failed, in {time.perf_counter() - start:.0f} s on {device}")
+    if args.json:
+        report.write_atomic(args.json, json.dumps(to_dict(checks, device), indent=2).encode())
+    return 1 if failed else 0
+
+
+COMMANDS = {"run": run_command, "sampler": sampler_command, "doctor": doctor_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,9 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "memory_ratio": memory,
             "gpu_util_pct": _monitored(r, "gpu_util_pct"),
             "gpu_power_w": _monitored(r, "gpu_power_w"),
+            "world_size": r.extra.get("world_size"),
+            "allreduce_share": r.extra.get("allreduce_share"),
+            "scaling_efficiency": r.extra.get("scaling_efficiency"),
         })
     return rows
 
@@ -75,11 +78,18 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               mean_max(row["gpu_util_pct"], ".0f"),
               mean_max(row["gpu_power_w"], ".0f")]
              for row in comparison_rows(results, reference)]
-    for variant, error in (failures or {}).items():
-        table.append([variant, "failed", "", "", "", "", "", error[:60], "", ""])
     headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
                "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
                "GPU util % mean/max", "GPU W mean/max"]
+    rows = comparison_rows(results, reference)
+    if any(row["world_size"] for row in rows):  # ddp variants ran: their columns
+        headers += ["ranks", "all-reduce share", "scaling eff. (strong)"]
+        for line, row in zip(table, rows):
+            line += ["" if row["world_size"] is None else str(row["world_size"]),
+                     fmt(row["allreduce_share"], ".0%") if row["world_size"] else "",
+                     fmt(row["scaling_efficiency"], ".2f") if row["world_size"] else ""]
+    for variant, error in (failures or {}).items():
+        table.append([variant, "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 8))
     return tabulate(table, headers=headers, disable_numparse=True)
 
 

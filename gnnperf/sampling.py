@@ -332,7 +332,8 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
             :class:`BufferPool` (a batch's :obj:`x` is then reused two batches
             later unless something still refers to it).
         **loader_kwargs: Passed on to PyTorch's ``DataLoader``
-            (:obj:`num_workers`, :obj:`pin_memory`, ...).
+            (:obj:`num_workers`, :obj:`pin_memory`, ...); a :obj:`batch_sampler`
+            replaces :obj:`batch_size` and :obj:`shuffle`.
     """
     if batch_size < 1:
         raise GnnperfError(f"batch size must be >= 1, got {batch_size}")
@@ -343,7 +344,11 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
     if use_native and not native_sampler_available():
         raise GnnperfError("native neighbor sampling needs pyg-lib or torch-sparse; "
                            "install one or use --sampler vectorized")
-    shuffle_gen = torch.Generator().manual_seed(seed)
+    if "batch_sampler" in loader_kwargs:  # it makes the batches: no size, no shuffle here
+        batching = {}
+    else:
+        batching = {"batch_size": batch_size, "shuffle": shuffle,
+                    "generator": torch.Generator().manual_seed(seed)}
     features = data.x if pool_features and data.x is not None and data.x.device.type == "cpu" \
         else None
     if features is not None:
@@ -352,15 +357,13 @@ def make_neighbor_loader(data: Data, num_neighbors: Sequence[int], batch_size: i
         del data.x
     if use_native:
         loader_cls = _PooledNeighborLoader if features is not None else NeighborLoader
-        loader = loader_cls(data, num_neighbors=list(num_neighbors), batch_size=batch_size,
-                            input_nodes=input_nodes, shuffle=shuffle, generator=shuffle_gen,
-                            **loader_kwargs)
+        loader = loader_cls(data, num_neighbors=list(num_neighbors), input_nodes=input_nodes,
+                            **batching, **loader_kwargs)
     else:
         sampler = VectorizedNeighborSampler(data, num_neighbors, seed=seed, edge_ids=edge_ids)
         loader_cls = _PooledNodeLoader if features is not None else NodeLoader
         loader = loader_cls(data, node_sampler=sampler, input_nodes=input_nodes,
-                            batch_size=batch_size, shuffle=shuffle, generator=shuffle_gen,
-                            **loader_kwargs)
+                            **batching, **loader_kwargs)
     if features is not None:
         loader._pool_features(features)
     return loader

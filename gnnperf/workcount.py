@@ -182,7 +182,7 @@ def prepare_step(variant: str, data, config=None, device: torch.device | str = "
     spec = get_variant(variant)
     # A clean Dynamo cache: otherwise a variant compiled earlier in the same
     # process reuses its graphs and compiled_graphs would depend on history.
-    torch._dynamo.reset()
+    torch.compiler.reset()
     run = spec.build(data, config, device)
     graphs_after_first = None
     for epoch in range(max(1, warmup_epochs)):

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.asv
 
 # Figures that are n/a on a machine without CUDA.
 CUDA_ONLY = ("track_cuda_peak_mib", "OffloadTransfer.", "OffloadGpuIdle.")
-OWN = ("training.", "scaling.", "control.", "compile.", "sampling.")
+OWN = ("training.", "scaling.", "control.", "compile.", "sampling.", "distributed.")
 
 
 def _git_head() -> str | None:
@@ -102,7 +102,7 @@ def test_asv_quick_smoke(asv_conf):
     benchmarks = json.loads((results_dir / "benchmarks.json").read_text())
     names = {name for name in benchmarks if name != "version"}
     assert names <= set(results["results"]), names - set(results["results"])
-    for area in ("training.", "compile.", "scaling.", "control.", "sampling."):
+    for area in ("training.", "compile.", "scaling.", "control.", "sampling.", "distributed."):
         assert any(name.startswith(area) for name in names), area
     columns = results["result_columns"]
     for name in sorted(names):

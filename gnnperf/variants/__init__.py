@@ -14,6 +14,7 @@ from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
 from gnnperf.variants.cluster import Cluster
 from gnnperf.variants.compiled import Compiled
+from gnnperf.variants.ddp import Ddp
 from gnnperf.variants.offload import Offload
 from gnnperf.variants.saint import Saint
 from gnnperf.variants.sampled import Sampled
@@ -23,7 +24,7 @@ from gnnperf.variants.trimmed import Trimmed
 TECHNIQUES: dict[str, type[Technique]] = {
     technique.name: technique
     for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed, Saint, Cluster,
-                      Offload)
+                      Offload, Ddp)
 }
 BASELINE = "baseline"
 
@@ -31,7 +32,8 @@ BASELINE = "baseline"
 def standard_variants() -> list[str]:
     """The comparison's variants: the baseline and each registered technique
     alone (in its :attr:`~Technique.standard_variant` form)."""
-    return [BASELINE, *(technique.standard_variant() for technique in TECHNIQUES.values())]
+    return [BASELINE, *(technique.standard_variant() for technique in TECHNIQUES.values()
+                        if technique.in_comparison)]
 
 
 STANDARD_VARIANTS = standard_variants()
@@ -59,6 +61,11 @@ class Variant:
         return any(t.name == technique for t in self.techniques)
 
     @property
+    def data_parallel(self) -> bool:
+        """Whether its ranks share the training work (ddp)."""
+        return any(t.data_parallel for t in self.techniques)
+
+    @property
     def minibatch(self) -> bool:
         """Whether its steps train on sampled subgraphs rather than the full graph."""
         return any(t.makes_batches for t in self.techniques)
@@ -69,6 +76,11 @@ class Variant:
         on_host = any(t.keeps_data_on_host for t in self.techniques)
         run = TrainingRun(data, config, device,
                           data_device=torch.device("cpu") if on_host else device)
+        if any(t.data_parallel for t in self.techniques):
+            from gnnperf.distributed import current_shard
+            run.shard = current_shard()
+            # Full batch: a disjoint, equal (to one node) share of the training nodes.
+            run.train_nodes = run.train_nodes.tensor_split(run.shard.world_size)[run.shard.rank]
         for technique in self.techniques:
             technique.apply(run)
         return run

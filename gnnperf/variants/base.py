@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
+from gnnperf.distributed import Shard
 from gnnperf.errors import GnnperfError
 from gnnperf.models import GCN, LayerGraph, normalize_graph
 
@@ -156,6 +157,9 @@ class TrainingRun:
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
         # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
         self.train_nodes = self.data.train_mask.nonzero().view(-1)
+        # This rank's place among data-parallel ranks (None: one process does
+        # all the work); batch techniques take their share of it.
+        self.shard: Shard | None = None
 
     # Hooks -----------------------------------------------------------------
     def full_graph(self) -> tuple[Tensor, Tensor | None]:
@@ -241,6 +245,10 @@ class Technique:
     needs_batches: ClassVar[bool] = False  # only works with a batch maker
     # The graph stays in host memory; the technique moves each batch (offload).
     keeps_data_on_host: ClassVar[bool] = False
+    # Ranks share the training work (ddp): the variant sets run.shard first.
+    data_parallel: ClassVar[bool] = False
+    # Shown alone in the default comparison (standard_variants).
+    in_comparison: ClassVar[bool] = True
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError

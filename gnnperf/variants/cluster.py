@@ -8,6 +8,7 @@ from typing import Iterable
 
 import torch
 
+from gnnperf.errors import GnnperfError
 from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
 from gnnperf.models import normalize_graph
 from gnnperf.variants.base import Batch, Technique, TrainingRun
@@ -71,12 +72,26 @@ class Cluster(Technique):
         train = data.train_mask
         run.dynamic_shapes = True
 
+        shard = run.shard
+
+        def subgraphs() -> Iterable:
+            epoch = [(sub, train.index_select(0, sub.node_ids).nonzero().view(-1))
+                     for sub in loader]
+            epoch = [(sub, loss_nodes) for sub, loss_nodes in epoch if loss_nodes.numel()]
+            if shard is None:
+                return epoch
+            # ddp: every rank computes the same epoch (same parts, same seed)
+            # and takes a disjoint, equally long share of its batches.
+            usable = len(epoch) // shard.world_size * shard.world_size
+            if usable == 0:
+                raise GnnperfError(f"cluster+ddp: {len(epoch)} batches with training nodes for "
+                                   f"{shard.world_size} ranks; raise --cluster-parts or lower "
+                                   f"--cluster-batch")
+            return epoch[shard.rank:usable:shard.world_size]
+
         def batches() -> Iterable[Batch]:
-            for sub in loader:
+            for sub, loss_nodes in subgraphs():
                 nodes = sub.node_ids
-                loss_nodes = train.index_select(0, nodes).nonzero().view(-1)
-                if loss_nodes.numel() == 0:
-                    continue
                 edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
                 yield run.subgraph_batch(Batch(
                     data.x.index_select(0, nodes), edge_index, edge_weight,

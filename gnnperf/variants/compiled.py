@@ -49,6 +49,12 @@ class Compiled(Technique):
     order = 90  # wraps whatever the other techniques set up
 
     def apply(self, run: TrainingRun) -> None:
+        # Dynamo caches compiled frames per code object, not per model: a
+        # second run of the same model class in this process would reuse the
+        # first one's graphs, and its compile time and graph counts would read
+        # as zero. Each compiled run starts from an empty cache.
+        torch.compiler.reset()
         run.compile_counter = CompileCounter()
         options = CPU_INDUCTOR_OPTIONS if run.device.type == "cpu" else None
-        run.forward = torch.compile(run.model, dynamic=run.dynamic_shapes, options=options)
+        # The forward as the other techniques left it (the model, or its DDP wrapper).
+        run.forward = torch.compile(run.forward, dynamic=run.dynamic_shapes, options=options)

@@ -45,8 +45,11 @@ class Saint(Technique):
         config, data = run.config, run.data
         num_nodes = data.num_nodes
         graph, weight = normalize_graph(data.edge_index, num_nodes)
+        shard = run.shard
+        # ddp: independent walks on every rank (seeded seed + rank).
         sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots,
-                                    config.saint_walk_length, seed=config.seed,
+                                    config.saint_walk_length,
+                                    seed=config.seed + (shard.rank if shard else 0),
                                     subgraph_edge_index=graph)
         start = time.perf_counter()
         # PyG's sample_coverage: subgraphs until coverage * N nodes were drawn;
@@ -62,6 +65,12 @@ class Saint(Technique):
         train = data.train_mask
         loss_scale = num_nodes / int(train.sum())
         steps = max(1, math.ceil(num_nodes / first))
+        if shard is not None and shard.world_size > 1:
+            # Every rank must take as many steps (DDP all-reduces in each):
+            # the largest count, an epoch's work then split across the ranks.
+            count = torch.tensor([math.ceil(steps / shard.world_size)])
+            torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
+            steps = int(count)
         run.stats["saint_steps_per_epoch"] = steps
         run.dynamic_shapes = True
 

@@ -6,6 +6,7 @@ from typing import Iterable
 
 from torch_geometric.data import Data
 
+from gnnperf.distributed import ShardedBatches
 from gnnperf.models import normalize_graph
 from gnnperf.sampling import make_neighbor_loader
 from gnnperf.variants.base import Batch, Technique, TrainingRun
@@ -23,10 +24,14 @@ class Sampled(Technique):
         # Only what a step reads travels with each batch (masks, names don't).
         data = Data(x=run.data.x, y=run.data.y, edge_index=run.data.edge_index,
                     num_nodes=run.data.num_nodes)
+        sharding = {}
+        if run.shard is not None:  # ddp: this rank's batches of each epoch's seeds
+            sharding["batch_sampler"] = ShardedBatches(int(run.data.train_mask.sum()),
+                                                       config.batch_size, run.shard, config.seed)
         loader = make_neighbor_loader(
             data, config.fanout_per_layer(), config.batch_size,
             input_nodes=run.data.train_mask, shuffle=True, seed=config.seed,
-            backend=config.sampler, edge_ids=False)
+            backend=config.sampler, edge_ids=False, **sharding)
         run.dynamic_shapes = True
 
         def batches() -> Iterable[Batch]:

@@ -1,0 +1,92 @@
+"""Data-parallel training (ddp): epoch time per step across ranks and the
+strong-scaling overhead against one rank, for world sizes [1, 2] on CPU and
+[1, all GPUs] on CUDA runners; n/a where the machine cannot run the world
+size. Ranks are real processes (PyTorch's elastic launcher, loopback), so
+each (variant, world size) is measured once per ``asv run`` in
+``setup_cache`` and the figures are tracked."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from . import common
+from .common import PROFILE
+
+DATASET = PROFILE.datasets[0]
+EPOCHS = 10 if PROFILE.name == "quick" else 50
+
+
+def world_sizes() -> list[int]:
+    if common.device().type == "cuda":
+        return sorted({1, torch.cuda.device_count()})
+    return [1, 2]
+
+
+def _fits(world: int) -> str:
+    """Why this machine cannot run :obj:`world` ranks ("" when it can)."""
+    if common.device().type == "cuda":
+        return "" if torch.cuda.device_count() >= world else f"fewer than {world} GPUs"
+    return "" if (os.cpu_count() or 1) >= world else f"fewer than {world} CPU cores"
+
+
+def scaling_cache(self):
+    """Each variant on one rank, then on each larger world (efficiency
+    against that one-rank epoch)."""
+    try:
+        measure = common._gnnperf("distributed.measure_data_parallel")
+    except NotImplementedError as exc:
+        return {"n/a": str(exc)}
+    figures = {}
+    for variant in DataParallel.params[0]:
+        one = None
+        for world in DataParallel.params[1]:
+            key = f"{variant}|{world}"
+            if _fits(world):
+                figures[key] = {"n/a": _fits(world)}
+                continue
+            try:
+                result = measure(variant, world, DATASET, None,
+                                 common.train_config(epochs=EPOCHS), str(common.device()),
+                                 3, common.THREADS, "auto", one_rank_epoch_s=one)
+            except Exception as exc:  # GnnperfError: a rank failed
+                figures[key] = {"error": str(exc)}
+                continue
+            if world == 1:
+                one = result.epoch_time.median
+            figures[key] = {
+                "step_ms": result.epoch_time.median * 1e3 / max(result.steps_per_epoch, 1),
+                "efficiency": result.extra["scaling_efficiency"]}
+    return figures
+
+
+scaling_cache.timeout = 1800
+
+
+class DataParallel:
+    """``ddp`` (full batch) and ``sampled+ddp`` across local ranks."""
+    params = [common.variants_with("ddp", ("ddp", "sampled+ddp")), world_sizes()]
+    param_names = ["variant", "world_size"]
+    setup_cache = scaling_cache
+    timeout = 1800
+
+    def setup(self, cache, variant, world_size):
+        if "n/a" in cache:
+            raise NotImplementedError(cache["n/a"])
+        self.figures = cache[f"{variant}|{world_size}"]
+        if "n/a" in self.figures:
+            raise NotImplementedError(self.figures["n/a"])
+        if "error" in self.figures:
+            raise RuntimeError(self.figures["error"])
+
+    def track_step_ms(self, cache, variant, world_size):
+        """Epoch time of the slowest rank per step, in ms (ranks step together)."""
+        return self.figures["step_ms"]
+
+    track_step_ms.unit = "ms"
+
+    def track_scaling_overhead_pct(self, cache, variant, world_size):
+        """100 * (1 - strong-scaling efficiency): 0 for perfect scaling, higher is worse."""
+        return 100.0 * (1.0 - self.figures["efficiency"])
+
+    track_scaling_overhead_pct.unit = "%"

@@ -1,0 +1,284 @@
+"""Data-parallel training across processes with ``torch.distributed``: process
+groups (gloo on CPU, NCCL when every rank has a GPU), local launch through
+PyTorch's elastic launcher (what ``torchrun`` runs), exact-once seed shards,
+and the all-reduce timer for DDP. No communication layer of our own."""
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+from gnnperf.errors import GnnperfError
+
+# Init and every collective give up after this long, so a dead or stuck rank
+# ends the run instead of hanging it.
+TIMEOUT_S = int(os.environ.get("GNNPERF_DIST_TIMEOUT", "60"))
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's place in the data-parallel world."""
+    rank: int
+    world_size: int
+    backend: str
+
+
+def resolve_backend(name: str, device: torch.device) -> str:
+    """``auto``: NCCL when this run trains on CUDA (one GPU per rank), gloo
+    otherwise; or ``gloo`` / ``nccl`` as given."""
+    if name == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if name not in ("gloo", "nccl"):
+        raise GnnperfError(f"unknown distributed backend {name!r}; use auto, gloo or nccl")
+    if name == "nccl" and device.type != "cuda":
+        raise GnnperfError("the nccl backend needs CUDA devices; use --backend gloo on CPU")
+    return name
+
+
+def launched_by_torchrun() -> bool:
+    """Whether this process is a rank that ``torchrun`` (or the elastic
+    launcher) started: it sets RANK, WORLD_SIZE and MASTER_ADDR/PORT."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def init_from_env(backend: str) -> Shard:
+    """Joins the process group described by torchrun's environment."""
+    if not dist.is_initialized():
+        try:
+            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+        except Exception as exc:  # DistStoreError, RuntimeError: port in use, unreachable
+            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            raise GnnperfError(
+                f"rank {os.environ.get('RANK', '?')} cannot join the process group at {where} "
+                f"({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}); "
+                f"check the rendezvous address and that the port is free") from None
+    return current_shard()
+
+
+def current_shard() -> Shard:
+    """The initialised group's rank and size; outside one, a world of one
+    (a gloo group over an in-process store: no network)."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    return Shard(dist.get_rank(), dist.get_world_size(), dist.get_backend())
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (the launcher binds it next)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def launch(world_size: int, entrypoint: Callable[..., Any], *args: Any) -> dict[int, Any]:
+    """Runs :obj:`entrypoint(*args)` in :obj:`world_size` local processes with
+    PyTorch's elastic launcher (``torchrun``'s engine) on a loopback
+    rendezvous; returns each rank's return value. A rank that raises or dies
+    stops the others (no restarts) and becomes a one-line
+    :class:`GnnperfError` naming the rank and its error."""
+    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    if world_size < 1:
+        raise GnnperfError(f"--world-size must be >= 1, got {world_size}")
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
+        rdzv_backend="c10d", rdzv_endpoint=f"{LOOPBACK}:{free_port()}",
+        rdzv_configs={"timeout": TIMEOUT_S}, max_restarts=0, monitor_interval=0.1,
+        start_method="spawn", logs_specs=DefaultLogsSpecs(), local_addr=LOOPBACK,
+        shutdown_timeout=5)
+    # The launcher logs a failed rank's whole traceback; the one line below says it.
+    quiet = [logging.getLogger(name) for name in (
+        "torch.distributed.elastic", "torch.multiprocessing", "torch.distributed.launcher")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        return elastic_launch(config, entrypoint)(*args)
+    except ChildFailedError as exc:
+        # A rank that fails first takes the others' collectives down with it:
+        # name the one whose error is not a lost connection.
+        rank, failure = min(exc.failures.items(), key=lambda item: (
+            _collateral(_failure_line(item[1])), item[1].timestamp, item[0]))
+        raise GnnperfError(f"rank {rank} of {world_size} failed: {_failure_line(failure)}; "
+                           f"the other ranks were stopped") from None
+    except GnnperfError:
+        raise
+    except Exception as exc:  # rendezvous errors
+        raise GnnperfError(f"cannot start {world_size} local ranks ({type(exc).__name__}: "
+                           f"{str(exc).strip().splitlines()[0] if str(exc) else ''})") from None
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
+
+
+_COLLATERAL = ("Connection closed by peer", "Connection reset by peer", "DistNetworkError",
+               "Socket Timeout", "timed out", "killed by signal")
+
+
+def _collateral(line: str) -> bool:
+    """Whether a rank's error is the echo of another rank's failure."""
+    return any(text in line for text in _COLLATERAL)
+
+
+def _failure_line(failure) -> str:
+    """The rank's own exception, one line, from the elastic error file."""
+    message = failure.message
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    if lines:
+        # The error file's message is "ExcType: text" followed by a traceback.
+        head = lines[0]
+        return head if len(head) < 300 else head[:300] + "..."
+    if failure.exitcode is not None and failure.exitcode < 0:
+        return f"killed by signal {-failure.exitcode}"
+    return f"exit code {failure.exitcode}"
+
+
+class ShardedBatches:
+    r"""A batch sampler giving each rank a disjoint share of the seed nodes:
+    per epoch a seeded permutation (the same on every rank) split into
+    :math:`B = W \lceil \lceil n / b \rceil / W \rceil` nearly equal batches,
+    rank :math:`r` taking batches :math:`r, r + W, \dots`. Every seed is in
+    exactly one batch per epoch and every rank takes the same number of steps
+    (DDP all-reduces once per step on every rank). torch's
+    ``DistributedSampler`` instead pads by repeating seeds.
+
+    Args:
+        num_seeds (int): Seed nodes to cover (indices ``0..n-1``).
+        batch_size (int): Seeds per batch at most.
+        shard (Shard): This rank and the world size.
+        seed (int): Seed of the permutation (advanced per epoch).
+    """
+
+    def __init__(self, num_seeds: int, batch_size: int, shard: Shard, seed: int = 0) -> None:
+        self.num_seeds, self.shard, self.seed, self.epoch = num_seeds, shard, seed, 0
+        world = shard.world_size
+        self.num_batches = world * max(1, math.ceil(math.ceil(num_seeds / batch_size) / world))
+
+    def __len__(self) -> int:
+        return self.num_batches // self.shard.world_size
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = torch.Generator().manual_seed(self.seed * 100003 + self.epoch)
+        self.epoch += 1
+        order = torch.randperm(self.num_seeds, generator=generator)
+        chunks = torch.tensor_split(order, self.num_batches)
+        for chunk in chunks[self.shard.rank::self.shard.world_size]:
+            yield chunk.tolist()
+
+
+class AllReduceTimer:
+    """A DDP communication hook: the default all-reduce, timed from its
+    start to its completion (it overlaps the backward pass, so the sum is an
+    upper bound of the time communication adds to a step)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.steps = 0
+
+    def hook(self, process_group, bucket):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        start = time.perf_counter()
+        last = bucket.is_last()  # one step's last bucket
+        future = allreduce_hook(process_group, bucket)
+
+        def done(fut):
+            self.seconds += time.perf_counter() - start
+            self.steps += last
+            return fut.value()[0]
+        return future.then(done)
+
+
+def gather_to_rank0(obj: Any) -> list[Any] | None:
+    """Every rank's :obj:`obj` on rank 0 (None elsewhere)."""
+    shard = current_shard()
+    if shard.world_size == 1:
+        return [obj]
+    gathered = [None] * shard.world_size if shard.rank == 0 else None
+    dist.gather_object(obj, gathered, dst=0)
+    return gathered
+
+
+def rank_device(device: torch.device) -> torch.device:
+    """One GPU per rank: ``cuda:LOCAL_RANK`` on CUDA runs."""
+    if device.type == "cuda":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", device.index or 0)))
+    return device
+
+
+def _measure_rank(variant: str, dataset: str, root: str | None, config, device_name: str,
+                  warmup: int, threads: int, backend: str):
+    """One launched rank: join the group, load the graph, measure."""
+    from gnnperf.data import load_dataset
+    from gnnperf.measure import measure_variant, resolve_device, set_threads
+
+    device = rank_device(resolve_device(device_name))
+    init_from_env(resolve_backend(backend, device))
+    try:
+        set_threads(threads)
+        data = load_dataset(dataset, root, seed=config.seed)
+        return measure_variant(variant, data, config, device, warmup)
+    finally:
+        dist.destroy_process_group()
+
+
+def combine_ranks(results: list, reference_epoch_s: float | None = None):
+    """One result from every rank's: the epoch takes the slowest rank's time,
+    throughput counts every rank's seeds and edges, and with a one-rank
+    :obj:`reference_epoch_s` the strong-scaling efficiency
+    ``T1 / (W * T_W)`` (the epoch's work is fixed and split across ranks)."""
+    import dataclasses
+
+    world = len(results)
+    slowest = max(results, key=lambda r: r.epoch_time.median)
+    seconds = slowest.epoch_time.median
+    seeds = sum(r.seed_nodes_per_s * r.epoch_time.median for r in results)
+    edges = (sum(r.sampled_edges_per_s * r.epoch_time.median for r in results)
+             if results[0].sampled_edges_per_s is not None else None)
+    allreduce_ms = max(r.extra.get("allreduce_ms_per_step", 0.0) for r in results)
+    steps = results[0].steps_per_epoch
+    extra = {**results[0].extra,
+             "world_size": world,
+             "per_rank_epoch_ms": [r.epoch_time.median * 1e3 for r in results],
+             "allreduce_ms_per_step": allreduce_ms,
+             "allreduce_share": allreduce_ms * 1e-3 * steps / seconds if seconds else None,
+             "scaling": "strong: each epoch's work fixed, split across ranks",
+             "scaling_efficiency": (reference_epoch_s / (world * seconds)
+                                    if reference_epoch_s and seconds else None),
+             "one_rank_epoch_ms": reference_epoch_s * 1e3 if reference_epoch_s else None}
+    extra.pop("rank", None)
+    return dataclasses.replace(results[0], epoch_time=slowest.epoch_time,
+                               seed_nodes_per_s=seeds / seconds,
+                               sampled_edges_per_s=None if edges is None else edges / seconds,
+                               extra=extra)
+
+
+def measure_data_parallel(variant: str, world_size: int, dataset: str, root: str | None,
+                          config, device_name: str, warmup: int, threads: int,
+                          backend: str = "auto", one_rank_epoch_s: float | None = None):
+    """Measures :obj:`variant` on :obj:`world_size` local ranks and, unless
+    :obj:`one_rank_epoch_s` is given, on one rank (launched alike) for the
+    scaling efficiency."""
+    args = (variant, dataset, root, config, device_name, warmup, threads, backend)
+    ranks = launch(world_size, _measure_rank, *args)
+    results = [ranks[rank] for rank in sorted(ranks)]
+    if world_size == 1:
+        one_rank_epoch_s = results[0].epoch_time.median
+    elif one_rank_epoch_s is None:
+        one_rank_epoch_s = launch(1, _measure_rank, *args)[0].epoch_time.median
+    return combine_ranks(results, one_rank_epoch_s)

@@ -1,0 +1,322 @@
+"""``gnnperf doctor``: does this machine run the suite right? An ordered set of
+short checks, each pass / fail / skipped-with-reason with a figure; on CPU the
+CUDA-only ones are skipped and named."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+PASS, FAIL, SKIP = "pass", "fail", "skipped"
+# Optional parts and what each enables.
+OPTIONAL = {
+    "pyg_lib": "PyG's native neighbor sampler (--sampler native)",
+    "torch_sparse": "PyG's native neighbor sampler (--sampler native)",
+    "pymetis": "the cluster technique (METIS partitions)",
+    "pynvml": "GPU monitoring columns (nvidia-ml-py)",
+    "ogb": "ogbn-* datasets",
+    "asv": "the asv benchmark suite",
+}
+EPOCHS = 6
+AMP_EPOCHS = 50
+AMP_LOSS_TOLERANCE = 0.05  # relative, per epoch, bf16/fp16 vs fp32 on Cora
+PEAK_TOLERANCE = 0.05
+KNOWN_ALLOCATION = 64 * 2 ** 20
+
+
+@dataclass
+class Check:
+    """One doctor line: what was checked, its status and its figure."""
+    name: str
+    status: str
+    figure: str = ""
+    reason: str = ""
+    seconds: float = 0.0
+
+
+class Doctor:
+    r"""Runs the checks on :obj:`device` (``cpu`` or ``cuda[:N]``).
+
+    Args:
+        device (torch.device): The device the suite would benchmark.
+        root (Path): The project checkout (for the asv check), if any.
+    """
+
+    def __init__(self, device: torch.device, root: Path | None = None) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.root = root
+        self._cora = None
+
+    @property
+    def cora(self):
+        if self._cora is None:
+            from gnnperf.data import load_dataset
+            self._cora = load_dataset("cora")
+        return self._cora
+
+    def checks(self) -> Iterator[Callable[[], Check | list[Check]]]:
+        yield self.environment
+        yield self.variants
+        yield self.timing_sync
+        yield self.amp_dtype
+        yield self.sampler
+        yield self.padded_sampler_syncs
+        yield self.compile_once
+        yield self.asv_cuda
+        yield self.peak_memory
+
+    def run(self, on_check: Callable[[Check], None] | None = None) -> list[Check]:
+        results: list[Check] = []
+        for check in self.checks():
+            start = time.perf_counter()
+            try:
+                found = check()
+            except Exception as exc:  # a check that crashes is a failed check
+                found = Check(check.__name__, FAIL, reason=f"{type(exc).__name__}: {exc}")
+            for item in found if isinstance(found, list) else [found]:
+                item.seconds = item.seconds or time.perf_counter() - start
+                results.append(item)
+                if on_check is not None:
+                    on_check(item)
+        return results
+
+    def _cuda_only(self, name: str) -> Check | None:
+        if not self.cuda:
+            return Check(name, SKIP, reason="CUDA only; this run is on CPU")
+        return None
+
+    # The checks ------------------------------------------------------------
+    def environment(self) -> Check:
+        import torch_geometric
+        present = {name: importlib.util.find_spec(name) is not None for name in OPTIONAL}
+        device = (f"{torch.cuda.get_device_name(self.device)} (capability "
+                  f"{'.'.join(map(str, torch.cuda.get_device_capability(self.device)))})"
+                  if self.cuda else "CPU")
+        cuda = (f"CUDA runtime {torch.version.cuda}, driver "
+                f"{torch.cuda.driver_version() if hasattr(torch.cuda, 'driver_version') else '?'}"
+                if self.cuda else f"CUDA {'n/a' if torch.version.cuda is None else torch.version.cuda}")
+        missing = [f"{name} ({OPTIONAL[name]})" for name, ok in present.items() if not ok]
+        figure = (f"torch {torch.__version__}, PyG {torch_geometric.__version__}, {cuda}, "
+                  f"{device}; optional present: "
+                  f"{', '.join(n for n, ok in present.items() if ok) or 'none'}")
+        return Check("environment", PASS, figure,
+                     reason=("missing: " + "; ".join(missing)) if missing else "")
+
+    def variants(self) -> list[Check]:
+        """Every variant of the default comparison trains a few epochs on
+        Cora: loss falls, and the figures that must be numbers are numbers,
+        the ones that must be n/a are n/a."""
+        from gnnperf.errors import GnnperfError
+        from gnnperf.measure import measure_variant
+        from gnnperf.variants import TrainConfig, standard_variants
+        checks = []
+        self.trained = {}
+        for name in standard_variants():
+            start = time.perf_counter()
+            try:
+                result = measure_variant(name, self.cora, TrainConfig(epochs=EPOCHS),
+                                         self.device, warmup_epochs=2)
+            except GnnperfError as exc:
+                checks.append(Check(f"train {name}", FAIL, reason=str(exc)))
+                continue
+            self.trained[name] = result
+            check = variant_figures(result, self.device)
+            check.seconds = time.perf_counter() - start
+            checks.append(check)
+        return checks
+
+    def timing_sync(self) -> Check:
+        """A matmul of known FLOPs timed by the suite's timer and by CUDA
+        events agrees (the timer waits for the kernels)."""
+        skip = self._cuda_only("timing is synchronised")
+        if skip:
+            return skip
+        from gnnperf.measure import _timed
+        n = 8192
+        a = torch.randn(n, n, device=self.device)
+        b = torch.randn(n, n, device=self.device)
+        work = lambda: [a @ b for _ in range(5)]  # noqa: E731
+        work()
+        seconds = _timed(work, self.device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        work()
+        end.record()
+        torch.cuda.synchronize(self.device)
+        event_s = start.elapsed_time(end) / 1e3
+        ratio = seconds / event_s
+        tflops = 5 * 2 * n ** 3 / seconds / 1e12
+        status = PASS if 0.9 <= ratio <= 1.25 else FAIL
+        return Check("timing is synchronised", status,
+                     f"timer {seconds * 1e3:.1f} ms vs CUDA events {event_s * 1e3:.1f} ms "
+                     f"(ratio {ratio:.2f}; {tflops:.0f} TFLOP/s fp32)")
+
+    def amp_dtype(self) -> Check:
+        """AMP picks the dtype the device supports, and its loss curve stays
+        within tolerance of fp32 over 50 Cora epochs."""
+        from gnnperf.measure import measure_variant
+        from gnnperf.variants import TrainConfig, get_variant
+        from gnnperf.variants.amp import amp_dtype
+        expected = (torch.float16 if self.cuda and not torch.cuda.is_bf16_supported()
+                    else torch.bfloat16)
+        chosen = amp_dtype(self.device)
+        run = get_variant("amp").build(self.cora, TrainConfig(), self.device)
+        scaler_ok = (run.scaler is not None) == (chosen == torch.float16)
+        config = TrainConfig(epochs=AMP_EPOCHS)
+        amp = measure_variant("amp", self.cora, config, self.device, 2).losses
+        fp32 = measure_variant("baseline", self.cora, config, self.device, 2).losses
+        worst = max(abs(a - b) / abs(b) for a, b in zip(amp, fp32))
+        ok = chosen == expected and scaler_ok and worst <= AMP_LOSS_TOLERANCE
+        return Check("amp dtype and loss curve", PASS if ok else FAIL,
+                     f"{str(chosen).removeprefix('torch.')}"
+                     f"{' + GradScaler' if run.scaler is not None else ''} (expected "
+                     f"{str(expected).removeprefix('torch.')}); loss within "
+                     f"{worst:.1%} of fp32 over {AMP_EPOCHS} epochs "
+                     f"(tolerance {AMP_LOSS_TOLERANCE:.0%})")
+
+    def sampler(self) -> Check:
+        """The neighbor sampler on the device keeps its invariants: every
+        sampled edge exists, each target has min(degree, fanout) distinct
+        in-edges."""
+        from gnnperf.sampling import VectorizedNeighborSampler
+        data = self.cora.to(self.device)
+        fanout = [5, 3]
+        sampler = VectorizedNeighborSampler(data, fanout, seed=0)
+        seeds = torch.randperm(data.num_nodes, generator=torch.Generator().manual_seed(0))[:256]
+        node, row, col, edge, _, num_edges = sampler.sample(seeds.to(self.device))
+        node, row, col, edge = (t.cpu() for t in (node, row, col, edge))
+        ei = self.cora.edge_index
+        exists = bool((ei[0, edge] == node[row]).all() and (ei[1, edge] == node[col]).all())
+        unique = edge.unique().numel() == edge.numel()
+        degree = torch.bincount(ei[1], minlength=self.cora.num_nodes)
+        hop1 = col[:num_edges[0]]
+        counts = torch.bincount(hop1, minlength=seeds.numel())[:seeds.numel()]
+        expected = degree[seeds].clamp(max=fanout[0])
+        counts_ok = bool(torch.equal(counts, expected))
+        ok = exists and unique and counts_ok
+        return Check(f"sampler invariants on {self.device.type}", PASS if ok else FAIL,
+                     f"{edge.numel()} edges for 256 seeds; edges exist: {exists}, distinct: "
+                     f"{unique}, per-target counts = min(degree, fanout): {counts_ok}")
+
+    def padded_sampler_syncs(self) -> Check:
+        """The padded (GPU) sampler waits for the device once per hop."""
+        skip = self._cuda_only("padded sampler syncs once per hop")
+        if skip:
+            return skip
+        import warnings
+
+        from gnnperf.sampling import VectorizedNeighborSampler
+        data = self.cora.to(self.device)
+        sampler = VectorizedNeighborSampler(data, [10, 5], seed=0, padded=True)
+        seeds = torch.arange(512, device=self.device)
+        sampler.sample(seeds)
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sampler.sample(seeds)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        syncs = sum("synchroniz" in str(w.message) for w in caught)
+        return Check("padded sampler syncs once per hop", PASS if syncs <= 2 else FAIL,
+                     f"{syncs} device syncs for 2 hops")
+
+    def compile_once(self) -> Check:
+        """``compiled`` has no graph break; ``sampled+compiled`` compiles once
+        across batch shapes."""
+        from gnnperf.variants import TrainConfig, get_variant
+        compiled = self.trained.get("compiled") if hasattr(self, "trained") else None
+        if compiled is None:
+            return Check("compile: no graph breaks, one graph", FAIL,
+                         reason="the compiled variant did not train")
+        run = get_variant("sampled+compiled").build(self.cora, TrainConfig(batch_size=32),
+                                                     self.device)
+        shapes = set()
+        for _ in range(2):
+            for batch in run.batches():
+                run.step(batch)
+                shapes.add(tuple(batch.x.shape))
+        ok = (compiled.graph_breaks == 0 and compiled.compiled_graphs == 1
+              and compiled.recompiles == 0 and run.compile_counter.graphs == 1
+              and run.compile_counter.graph_breaks == 0)
+        return Check("compile: no graph breaks, one graph", PASS if ok else FAIL,
+                     f"compiled: {compiled.graph_breaks} breaks, {compiled.compiled_graphs} "
+                     f"graph(s); sampled+compiled: {run.compile_counter.graphs} graph(s) over "
+                     f"{len(shapes)} batch shapes")
+
+    def asv_cuda(self) -> Check:
+        """The asv suite's CUDA-only benchmarks return numbers."""
+        skip = self._cuda_only("asv CUDA benchmarks give numbers")
+        if skip:
+            return skip
+        if self.root is None or not (self.root / "asv.conf.json").is_file():
+            return Check("asv CUDA benchmarks give numbers", SKIP,
+                         reason="no asv.conf.json (run the doctor from a checkout)")
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=self.root, capture_output=True,
+                              text=True).stdout.strip()
+        base = [sys.executable, "-m", "asv"]
+        subprocess.run([*base, "machine", "--yes"], cwd=self.root, capture_output=True)
+        proc = subprocess.run([*base, "run", "--quick", "--python=same", "-b", "track_cuda",
+                               "--set-commit-hash", head], cwd=self.root, capture_output=True,
+                              text=True, timeout=240)
+        failed = proc.returncode != 0 or " failed" in proc.stdout or "n/a" in proc.stdout
+        return Check("asv CUDA benchmarks give numbers", FAIL if failed else PASS,
+                     f"asv run --quick -b track_cuda: exit {proc.returncode}",
+                     reason=proc.stdout[-300:] if failed else "")
+
+    def peak_memory(self) -> Check:
+        """A known allocation is seen within 5% by the suite's peak probe."""
+        from gnnperf.measure import step_peak_bytes
+
+        def allocate():
+            return torch.ones(KNOWN_ALLOCATION // 4, device=self.device).sum()
+        base = torch.cuda.memory_allocated(self.device) if self.cuda else 0
+        peak = step_peak_bytes(allocate, self.device)
+        seen = None if peak is None else peak - base
+        ok = seen is not None and abs(seen - KNOWN_ALLOCATION) <= PEAK_TOLERANCE * KNOWN_ALLOCATION
+        probe = "CUDA max_memory_allocated" if self.cuda else "CPU profiler memory events"
+        return Check(f"peak memory ({probe})", PASS if ok else FAIL,
+                     f"{'n/a' if seen is None else f'{seen / 2 ** 20:.1f}'} MiB seen of a "
+                     f"{KNOWN_ALLOCATION / 2 ** 20:.0f} MiB allocation "
+                     f"(tolerance {PEAK_TOLERANCE:.0%})")
+
+
+def variant_figures(result, device: torch.device) -> Check:
+    """The training check of one variant: loss falls; numbers where they must
+    be numbers, n/a where they must be n/a (never 0)."""
+    problems = []
+    if not result.losses or not all(math.isfinite(v) for v in result.losses):
+        problems.append("loss is not finite")
+    elif not result.losses[-1] < result.losses[0]:
+        problems.append(f"loss did not fall ({result.losses[0]:.3f} -> {result.losses[-1]:.3f})")
+    if not result.epoch_time.median > 0:
+        problems.append(f"epoch time {result.epoch_time.median}")
+    if not result.step_peak_bytes or result.step_peak_bytes <= 0:
+        problems.append(f"step peak {result.step_peak_bytes!r} (must be a number > 0)")
+    if device.type == "cuda":
+        if not result.cuda_peak_bytes:
+            problems.append(f"CUDA peak {result.cuda_peak_bytes!r} on CUDA (must be a number)")
+    elif result.cuda_peak_bytes is not None:
+        problems.append(f"CUDA peak {result.cuda_peak_bytes!r} on CPU (must be n/a)")
+    if not 0 < result.test_acc <= 1:
+        problems.append(f"test accuracy {result.test_acc}")
+    cuda_peak = ("n/a" if result.cuda_peak_bytes is None
+                 else f"{result.cuda_peak_bytes / 2 ** 20:.1f} MiB")
+    figure = (f"loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}, "
+              f"{result.epoch_time.median * 1e3:.1f} ms/epoch, step peak "
+              f"{(result.step_peak_bytes or 0) / 2 ** 20:.1f} MiB, CUDA peak {cuda_peak}")
+    return Check(f"train {result.variant}", FAIL if problems else PASS, figure,
+                 reason="; ".join(problems))
+
+
+def to_dict(checks: list[Check], device: torch.device) -> dict:
+    return {"device": str(device), "passed": all(c.status != FAIL for c in checks),
+            "checks": [asdict(c) for c in checks]}

@@ -1,0 +1,176 @@
+"""Data-parallel training (ddp) with torch.distributed on CPU: gloo, loopback
+only, 2 ranks x 1 thread (these machines have 2 cores)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnperf import distributed
+from gnnperf.distributed import Shard, ShardedBatches
+from gnnperf.errors import GnnperfError
+from gnnperf.variants import TrainConfig, get_variant
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _train_params(variant: str, steps: int) -> dict:
+    """A launched rank: ``steps`` full-batch steps on Cora, dropout 0; rank
+    0 returns the parameters."""
+    from gnnperf.data import load_dataset
+    torch.set_num_threads(1)
+    shard = distributed.init_from_env("gloo")
+    try:
+        run = get_variant(variant).build(load_dataset("cora"), TrainConfig(dropout=0.0),
+                                         torch.device("cpu"))
+        for _ in range(steps):
+            for batch in run.batches():
+                run.step(batch)
+        return {k: v.clone() for k, v in run.model.state_dict().items()} if shard.rank == 0 \
+            else {"train_nodes": run.train_nodes.tolist()}
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_two_ranks_equal_one_process_on_all_train_nodes(cora):
+    # Cora's 140 training nodes: 70 a rank; DDP averages the two mean-loss
+    # gradients, which is the gradient of the mean over all 140.
+    ranks = distributed.launch(2, _train_params, "ddp", 20)
+    single = get_variant("baseline").build(cora, TrainConfig(dropout=0.0), torch.device("cpu"))
+    for _ in range(20):
+        for batch in single.batches():
+            single.step(batch)
+    reference = single.model.state_dict()
+    assert set(ranks[0]) == set(reference)
+    for name, value in reference.items():
+        torch.testing.assert_close(ranks[0][name], value, rtol=1e-5, atol=1e-5)
+    # The shares were disjoint halves.
+    rank1 = set(ranks[1]["train_nodes"])
+    assert len(rank1) == 70 and rank1 < set(cora.train_mask.nonzero().view(-1).tolist())
+
+
+@pytest.mark.parametrize("num_seeds, batch_size, world", [(140, 32, 2), (1001, 128, 3), (5, 8, 2)])
+def test_sharded_batches_cover_every_seed_once_with_equal_steps(num_seeds, batch_size, world):
+    samplers = [ShardedBatches(num_seeds, batch_size, Shard(rank, world, "gloo"), seed=7)
+                for rank in range(world)]
+    for _ in range(2):  # two epochs: a new permutation each, the same on every rank
+        epoch = [list(sampler) for sampler in samplers]
+        assert len({len(batches) for batches in epoch}) == 1  # the same number of steps
+        assert all(len(batches) == len(samplers[0]) for batches in epoch)
+        seeds = [seed for batches in epoch for batch in batches for seed in batch]
+        assert sorted(seeds) == list(range(num_seeds))  # every seed exactly once
+        assert all(len(batch) <= batch_size for batches in epoch for batch in batches)
+    assert epoch != [list(s) for s in [ShardedBatches(num_seeds, batch_size,
+                                                      Shard(r, world, "gloo"), seed=7)
+                                       for r in range(world)]]  # epochs differ
+
+
+def _gnnperf(args, env=None, **kwargs):
+    return subprocess.run([sys.executable, "-m", "gnnperf", "run", *args], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          **kwargs)
+
+
+def _spawned_children(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_failing_rank_ends_the_run_quickly_with_one_line(tmp_path):
+    marker = f"GNNPERF_TEST_MARKER={uuid.uuid4().hex}"
+    out = tmp_path / "out.json"
+    start = time.monotonic()
+    proc = _gnnperf(["--variants", "baseline,ddp", "--world-size", "2", "--epochs", "10",
+                     "--warmup", "2", "--no-progress", "--json", str(out)],
+                    env={"GNNPERF_DDP_FAULT": "1:5", marker.split("=")[0]: marker.split("=")[1]},
+                    timeout=120)
+    elapsed = time.monotonic() - start
+    assert elapsed < 60, elapsed
+    assert proc.returncode == 1, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: rank 1 of 2 failed: RuntimeError: injected fault in step 5 "
+                      "(GNNPERF_DDP_FAULT); the other ranks were stopped"]
+    assert "Traceback" not in proc.stderr
+    doc = json.loads(out.read_text())
+    assert [r["variant"] for r in doc["results"]] == ["baseline"]  # kept
+    assert "ddp" in doc["failures"]
+    time.sleep(0.5)
+    assert _spawned_children(marker) == []  # no orphan rank left
+
+
+def test_two_ranks_report_world_size_efficiency_and_allreduce(tmp_path):
+    out = tmp_path / "ddp.json"
+    proc = _gnnperf(["--dataset", "synthetic-cora", "--variants", "sampled+ddp",
+                     "--world-size", "2", "--epochs", "6", "--warmup", "2", "--no-progress",
+                     "--json", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "scaling eff. (strong)" in proc.stdout
+    result = json.loads(out.read_text())["results"][0]
+    extra = result["extra"]
+    assert extra["world_size"] == 2 and len(extra["per_rank_epoch_ms"]) == 2
+    assert result["epoch_time"]["median"] * 1e3 == pytest.approx(max(extra["per_rank_epoch_ms"]))
+    assert 0 < extra["scaling_efficiency"] < 2 and extra["one_rank_epoch_ms"] > 0
+    assert extra["allreduce_ms_per_step"] > 0 and 0 < extra["allreduce_share"] < 1
+
+
+def test_torchrun_two_nodes_on_loopback_train_together(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "multinode.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+               "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0"]
+    args = ["-m", "gnnperf", "run", "--dataset", "synthetic-cora", "--variants", "ddp",
+            "--epochs", "5", "--warmup", "2", "--no-progress", "--json", str(out)]
+    nodes = [subprocess.Popen([*command, "--node-rank", str(rank), *args], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (0, 1)]
+    outputs = [node.communicate(timeout=240) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [o[1][-2000:] for o in outputs]
+    doc = json.loads(out.read_text())
+    assert doc["config"]["launch"] == "torchrun" and doc["config"]["world_size"] == 2
+    result = doc["results"][0]
+    assert result["variant"] == "ddp" and result["extra"]["world_size"] == 2
+    assert len(result["extra"]["per_rank_epoch_ms"]) == 2
+    # Exactly one process printed the table.
+    assert sum("scaling eff." in stdout for stdout, _ in outputs) == 1
+
+
+def test_a_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = _gnnperf(["--dataset", "synthetic-cora", "--variants", "ddp", "--epochs", "4",
+                         "--warmup", "2", "--no-progress"],
+                        env={"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                             "GNNPERF_DIST_TIMEOUT": "5"}, timeout=120)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gnnperf: error: rank 0 cannot join the process group at "
+                           f"127.0.0.1:{port}")
+
+
+def test_ddp_combinations_and_bad_launches(cora):
+    assert get_variant("sampled+ddp+compiled").name == "sampled+ddp+compiled"
+    assert get_variant("ddp").data_parallel and not get_variant("sampled").data_parallel
+    assert "ddp" not in __import__("gnnperf").standard_variants()
+    with pytest.raises(GnnperfError, match="--world-size must be >= 1"):
+        distributed.launch(0, _train_params, "ddp", 1)
