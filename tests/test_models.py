@@ -50,3 +50,29 @@ def test_gcn_shapes_and_checkpoint_equivalence():
 def test_bad_model_sizes(kwargs):
     with pytest.raises(GnnperfError):
         GCN(8, **{"hidden_channels": 16, "out_channels": 3, **kwargs})
+
+
+def test_sparse_features_equal_dense_with_dropout_off(cora):
+    from gnnperf.variants import TrainConfig, get_variant
+    cpu = torch.device("cpu")
+    config = TrainConfig(dropout=0.0)
+    dense = get_variant("baseline").build(cora, config, cpu)
+    sparse = get_variant("sparse_features").build(cora, config, cpu)
+    assert sparse.stats["feature_density"] == pytest.approx(49216 / (2708 * 1433))
+    sparse.model.load_state_dict(dense.model.state_dict())
+    a, b = next(iter(dense.batches())), next(iter(sparse.batches()))
+    out_a, out_b = dense.model(a.x, a.graph, a.edge_weight), sparse.model(b.x, b.graph, b.edge_weight)
+    torch.testing.assert_close(out_b, out_a, rtol=1e-5, atol=1e-5)
+    out_a.square().sum().backward()
+    out_b.square().sum().backward()
+    for p, q in zip(dense.model.parameters(), sparse.model.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_sparse_features_prefix_rows_for_trimmed_layers(cora):
+    from gnnperf.models import SparseFeatures
+    features = SparseFeatures(cora.x)
+    for n in (1, 500, 2708):
+        torch.testing.assert_close(features[:n].to_dense(), cora.x[:n])
+        transpose = features[:n].transpose_matrix(features[:n].values).to_dense()
+        torch.testing.assert_close(transpose, cora.x[:n].t())

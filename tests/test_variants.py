@@ -257,3 +257,38 @@ def test_offload_keeps_the_graph_on_the_host(cora):
     copier = BatchCopier(CPU)
     batch = next(iter(run.batches()))
     assert copier.to_device(batch) is batch and copier.summary() == {}
+
+
+# Sparse input features and the tutorial reference ------------------------------
+def test_sparse_features_train_deterministically_near_baseline_accuracy(cora):
+    config = TrainConfig(epochs=30, seed=2)
+    first = measure_variant("sparse+sparse_features", cora, config, CPU)
+    again = measure_variant("sparse+sparse_features", cora, config, CPU)
+    assert first.losses == again.losses
+    assert first.losses[-1] < first.losses[0] / 2
+
+
+def test_sparse_features_with_trimmed_batches_equal_the_dense_outputs(cora):
+    config = TrainConfig(dropout=0.0, batch_size=64)
+    dense = get_variant("sampled+trimmed").build(cora, config, CPU)
+    sparse = get_variant("sampled+trimmed+sparse_features").build(cora, config, CPU)
+    sparse.model.load_state_dict(dense.model.state_dict())
+    a, b = next(iter(dense.batches())), next(iter(sparse.batches()))
+    torch.testing.assert_close(sparse.model(b.x, layers=b.layers),
+                               dense.model(a.x, layers=a.layers), rtol=1e-5, atol=1e-5)
+
+
+def test_sparse_features_leave_dense_features_dense():
+    from gnnperf.data import load_dataset
+    from gnnperf.models import SparseFeatures
+    data = load_dataset("synthetic:nodes=400,degree=4,features=8,classes=3")
+    run = get_variant("sparse_features").build(data, TrainConfig(), CPU)
+    assert run.stats["feature_density"] == 1.0 and run.stats["sparse_features"] is False
+    assert not isinstance(next(iter(run.batches())).x, SparseFeatures)
+
+
+def test_tutorial_reference_trains_and_stands_alone(cora):
+    result = measure_variant("tutorial", cora, TrainConfig(epochs=30), CPU)
+    assert result.losses[-1] < result.losses[0] / 2 and result.test_acc > 0.5
+    with pytest.raises(GnnperfError, match="tutorial is a reference and combines with no"):
+        get_variant("tutorial+compiled")

@@ -19,12 +19,14 @@ from gnnperf.variants.offload import Offload
 from gnnperf.variants.saint import Saint
 from gnnperf.variants.sampled import Sampled
 from gnnperf.variants.sparse import Sparse
+from gnnperf.variants.sparse_features import SparseFeaturesTechnique
 from gnnperf.variants.trimmed import Trimmed
+from gnnperf.variants.tutorial import Tutorial
 
 TECHNIQUES: dict[str, type[Technique]] = {
     technique.name: technique
     for technique in (Sampled, Amp, Compiled, Checkpointed, Sparse, Trimmed, Saint, Cluster,
-                      Offload, Ddp)
+                      Offload, Ddp, SparseFeaturesTechnique, Tutorial)
 }
 BASELINE = "baseline"
 
@@ -103,6 +105,10 @@ def get_variant(name: str) -> Variant:
         if missing:
             raise GnnperfError(f"{part} needs {'+'.join(missing)}: use "
                                f"{TECHNIQUES[part].standard_variant()} (variant {name!r})")
+    alone = [p for p in parts if not TECHNIQUES[p].combines]
+    if alone and len(parts) > 1:
+        raise GnnperfError(f"{alone[0]} is a reference and combines with no technique; "
+                           f"run it as its own variant (variant {name!r})")
     batch_makers = [p for p in parts if TECHNIQUES[p].makes_batches]
     if len(batch_makers) > 1:
         raise GnnperfError(f"variant {name!r} combines {' and '.join(batch_makers)}, which each "

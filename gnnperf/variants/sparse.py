@@ -15,12 +15,16 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta"
 
 
 def _csr(row: Tensor, col: Tensor, value: Tensor, num_rows: int, num_cols: int) -> Tensor:
-    # Built directly (one sort, one bincount) rather than through COO coalescing.
+    # Built directly (one sort, one bincount) rather than through COO coalescing,
+    # with int32 indices where they fit: with int64 ones the product converts
+    # them on every call (Cora features: 128 -> 106 us per product).
     order = torch.argsort(row * num_cols + col)
-    crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
+    dtype = torch.int32 if row.numel() < 2 ** 31 - 1 else torch.long
+    crow = torch.zeros(num_rows + 1, dtype=dtype, device=row.device)
     torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-    return torch.sparse_csr_tensor(crow, col.index_select(0, order), value.index_select(0, order),
-                                   (num_rows, num_cols), check_invariants=False)
+    return torch.sparse_csr_tensor(crow, col.index_select(0, order).to(dtype),
+                                   value.index_select(0, order), (num_rows, num_cols),
+                                   check_invariants=False)
 
 
 def to_sparse_adjacency(edge_index: Tensor, edge_weight: Tensor | None, num_targets: int,
