@@ -2,7 +2,6 @@
 only, 2 ranks x 1 thread (these machines have 2 cores)."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys

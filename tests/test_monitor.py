@@ -4,7 +4,6 @@ import sys
 import time
 import types
 
-import pytest
 import torch
 
 from gnnperf import report

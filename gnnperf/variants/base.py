@@ -181,6 +181,21 @@ class TrainingRun:
             batch.graph, batch.edge_weight, num_nodes, num_nodes)
         return batch
 
+    def induced_batch(self, nodes: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
+                      num_edges: int, loss_nodes: Tensor | None = None,
+                      loss_weight: Callable[[Tensor], Tensor] | None = None) -> Batch:
+        """The batch of a node-induced subgraph (GraphSAINT, Cluster-GCN):
+        the features and labels of :obj:`nodes`, its (local, normalised)
+        edges, the loss on its training nodes (:obj:`loss_weight` maps their
+        global ids to weights), through :meth:`subgraph_batch`."""
+        if loss_nodes is None:
+            loss_nodes = self.data.train_mask.index_select(0, nodes).nonzero().view(-1)
+        weight = None if loss_weight is None else loss_weight(nodes.index_select(0, loss_nodes))
+        return self.subgraph_batch(Batch(
+            self.data.x.index_select(0, nodes), edge_index, edge_weight,
+            self.data.y.index_select(0, nodes), loss_nodes, num_seeds=loss_nodes.numel(),
+            num_edges=num_edges, loss_weight=weight))
+
     def batches(self) -> Iterable[Batch]:
         """One epoch's batches; the full graph with the training mask by default."""
         graph, edge_weight = self.full_graph()

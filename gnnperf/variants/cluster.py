@@ -91,11 +91,8 @@ class Cluster(Technique):
 
         def batches() -> Iterable[Batch]:
             for sub, loss_nodes in subgraphs():
-                nodes = sub.node_ids
                 edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
-                yield run.subgraph_batch(Batch(
-                    data.x.index_select(0, nodes), edge_index, edge_weight,
-                    data.y.index_select(0, nodes), loss_nodes, num_seeds=loss_nodes.numel(),
-                    num_edges=sub.edge_ids.numel()))
+                yield run.induced_batch(sub.node_ids, edge_index, edge_weight,
+                                        sub.edge_ids.numel(), loss_nodes)
 
         run.batches = batches

@@ -62,8 +62,7 @@ class Saint(Technique):
         run.setup_seconds["presample"] = time.perf_counter() - start
         run.stats["presample_subgraphs"] = num_samples
         edge_weight = weight * edge_norm
-        train = data.train_mask
-        loss_scale = num_nodes / int(train.sum())
+        loss_scale = num_nodes / int(data.train_mask.sum())
         steps = max(1, math.ceil(num_nodes / first))
         if shard is not None and shard.world_size > 1:
             # Every rank must take as many steps (DDP all-reduces in each):
@@ -77,13 +76,9 @@ class Saint(Technique):
         def batches() -> Iterable[Batch]:
             for _ in range(steps):
                 sub = sampler.sample()
-                nodes = sub.node_ids
-                loss_nodes = train.index_select(0, nodes).nonzero().view(-1)
-                yield run.subgraph_batch(Batch(
-                    data.x.index_select(0, nodes), sub.edge_index,
-                    edge_weight.index_select(0, sub.edge_ids), data.y.index_select(0, nodes),
-                    loss_nodes, num_seeds=loss_nodes.numel(), num_edges=sub.edge_ids.numel(),
-                    loss_weight=node_norm.index_select(0, nodes.index_select(0, loss_nodes))
-                    * loss_scale))
+                yield run.induced_batch(
+                    sub.node_ids, sub.edge_index, edge_weight.index_select(0, sub.edge_ids),
+                    sub.edge_ids.numel(),
+                    loss_weight=lambda ids: node_norm.index_select(0, ids) * loss_scale)
 
         run.batches = batches
