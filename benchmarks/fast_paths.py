@@ -19,10 +19,12 @@ STEPS = 5 if PROFILE.name == "quick" else 15
 COMPARED = [v for v in VARIANTS if v != "baseline"] or ["sparse"]
 
 
-def compare(data, variant: str, hidden: int) -> dict[str, float]:
-    """Ratios of :obj:`variant` to its reference: interleaved step times,
-    step peaks (after a warm-up step each), test error after the steps."""
-    reference = common._gnnperf("variants.reference_variant")(variant)
+def compare(data, variant: str, hidden: int, reference: str | None = None) -> dict[str, float]:
+    """Ratios of :obj:`variant` to :obj:`reference` (default: its reference
+    variant): interleaved step times, step peaks (after a warm-up step each),
+    test error after the steps."""
+    if reference is None:
+        reference = common._gnnperf("variants.reference_variant")(variant)
     step_peak_bytes = common._gnnperf("measure.step_peak_bytes")
     dev = common.device()
     config = common.train_config(hidden=hidden)
@@ -94,3 +96,48 @@ class TechniqueRatio:
     track_step_time_ratio.unit = "ratio"
     track_step_peak_ratio.unit = "ratio"
     track_test_error_delta_pts.unit = "points"
+
+
+# The tutorial's plain PyG step (the "tutorial" variant), where this commit has it.
+TUTORIAL = "tutorial"
+AGAINST_TUTORIAL = [v for v in VARIANTS if v != TUTORIAL] or ["baseline"]
+
+
+def tutorial_cache(self):
+    """Every variant against the tutorial's step, once per ``asv run``."""
+    common.set_threads()
+    graphs = common.training_datasets_cache(self)
+    figures = {}
+    for dataset in PROFILE.datasets:
+        for variant in AGAINST_TUTORIAL:
+            try:
+                common.variant(TUTORIAL)  # n/a on commits without the reference
+                data = common.dataset(graphs, dataset)
+                figures[dataset, variant] = compare(data, variant, 16, reference=TUTORIAL)
+            except Exception as exc:
+                figures[dataset, variant] = f"{type(exc).__name__}: {exc}"
+    return figures
+
+
+tutorial_cache.timeout = 3600
+
+
+class TutorialRatio:
+    """A variant's step time over the PyG tutorial's plain step on the same
+    graph, interleaved in one process: what a copy of the tutorial would
+    cost relative to this variant (lower is better; a rise is a regression
+    of the variant or a speed-up of plain PyG)."""
+    params = [list(PROFILE.datasets), AGAINST_TUTORIAL]
+    param_names = ["dataset", "variant"]
+    setup_cache = tutorial_cache
+    timeout = 3600
+
+    def setup(self, figures, dataset, variant):
+        self.figures = figures.get((dataset, variant), "not measured")
+        if isinstance(self.figures, str):
+            raise NotImplementedError(self.figures)
+
+    def track_step_time_ratio_to_tutorial(self, figures, dataset, variant):
+        return self.figures["time_ratio"]
+
+    track_step_time_ratio_to_tutorial.unit = "ratio"
