@@ -157,7 +157,7 @@ def run_command(args: argparse.Namespace) -> int:
         shard = distributed.init_from_env(backend)
         rank0 = shard.rank == 0
         if not rank0:
-            sys.stdout = open(os.devnull, "w")
+            sys.stdout = sys.stderr = open(os.devnull, "w")
             args.no_progress, args.json, args.plot, args.timeline = True, None, None, None
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
@@ -167,10 +167,8 @@ def run_command(args: argparse.Namespace) -> int:
     rank_threads = max(1, args.threads // args.world_size)
 
     def measure(name: str):
-        if not get_variant(name).data_parallel:
-            return measure_variant(name, data, config, device, args.warmup,
-                                   on_epoch=lambda: progress.update(1))
-        if args.world_size > 1:
+        data_parallel = get_variant(name).data_parallel
+        if data_parallel and args.world_size > 1:  # local ranks, launched per variant
             result = distributed.measure_data_parallel(
                 name, args.world_size, args.dataset, args.root, config, str(device),
                 args.warmup, rank_threads, args.backend)
@@ -178,13 +176,11 @@ def run_command(args: argparse.Namespace) -> int:
             return result
         result = measure_variant(name, data, config, device, args.warmup,
                                  on_epoch=lambda: progress.update(1))
-        if torchrun:
+        if data_parallel and torchrun:
             ranks = distributed.gather_to_rank0(result)
             return distributed.combine_ranks(ranks) if rank0 else result
         return result
 
-    if not rank0:
-        sys.stderr = open(os.devnull, "w")
     print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
           f"{data.num_features} features; device {device}; {args.epochs} epochs "
           f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",

@@ -489,14 +489,20 @@ def node_classification(data: Data, name: str, source: str, seed: int,
     return out
 
 
+def tensor_digest(named: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of the tensors' names, dtypes, shapes and bytes."""
+    digest = hashlib.sha256()
+    for key, tensor in named.items():
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{key}:{tensor.dtype}:{list(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
 def dataset_identity(data: Data) -> dict:
     """Name, source, split, sizes and a SHA-256 of the tensors' bytes, so two
     results on "the same" graph can be checked to be on the same bytes."""
-    digest = hashlib.sha256()
-    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
-        tensor = data[key].detach().cpu().contiguous()
-        digest.update(f"{key}:{tensor.dtype}:{list(tensor.shape)};".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    keys = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")
     return {
         "name": str(data.get("name", "custom")),
         "source": str(data.get("source", "in memory")),
@@ -505,7 +511,7 @@ def dataset_identity(data: Data) -> dict:
         "num_edges": int(data.edge_index.size(1)),
         "num_features": int(data.x.size(1)),
         "num_classes": int(data.y.max()) + 1,
-        "sha256": digest.hexdigest(),
+        "sha256": tensor_digest({key: data[key] for key in keys}),
     }
 
 

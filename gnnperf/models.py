@@ -134,10 +134,6 @@ class SparseFeatures:
         prefix._set(self.crow[:n + 1], self.col[:end], self.values[:end], (n, self.shape[1]))
         return prefix
 
-    @property
-    def density(self) -> float:
-        return self.values.numel() / max(self.shape[0] * self.shape[1], 1)
-
     def size(self, dim: int) -> int:
         return self.shape[dim]
 
@@ -191,12 +187,17 @@ class _GCNConv(GCNConv):
                 num_targets: int | None = None) -> Tensor:
         if num_targets is None or num_targets == x.size(0):
             return super().forward(x, edge_index, edge_weight)
-        # GCNConv sizes its output by x; a trimmed layer aggregates into its
-        # first num_targets rows only, so the rows no later layer reads get no
-        # zero-fill, bias, ReLU or dropout (GCNConv.forward with normalize=False
-        # otherwise).
-        out = self.propagate(edge_index, x=self.lin(x), edge_weight=edge_weight,
-                             size=(x.size(0), num_targets))
+        return self.aggregate_projected(self.lin(x), edge_index, edge_weight, num_targets)
+
+    def aggregate_projected(self, h: Tensor, edge_index: Adj, edge_weight: OptTensor = None,
+                            num_targets: int | None = None) -> Tensor:
+        """The rest of GCNConv.forward (normalize=False) on features already
+        projected by :obj:`lin`: messages into the first :obj:`num_targets`
+        rows (all by default), then the bias. GCNConv sizes its output by its
+        input; a trimmed layer aggregates into its target rows only, so the
+        rows no later layer reads get no zero-fill, bias, ReLU or dropout."""
+        size = None if num_targets is None else (h.size(0), num_targets)
+        out = self.propagate(edge_index, x=h, edge_weight=edge_weight, size=size)
         return out if self.bias is None else out + self.bias
 
     def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
@@ -232,9 +233,7 @@ class GCNBlock(torch.nn.Module):
             values = dropout(x.values, self.dropout, self.training)
             h = _SparseInputLinear.apply(values, self.conv.lin.weight, x.crow, x.col, x.t_crow,
                                          x.t_col, x.t_perm)
-            x = self.conv.propagate(edge_index, x=h, edge_weight=edge_weight)
-            if self.conv.bias is not None:
-                x = x + self.conv.bias
+            x = self.conv.aggregate_projected(h, edge_index, edge_weight, num_targets)
         else:
             x = dropout(x, self.dropout, self.training)
             x = self.conv(x, edge_index, edge_weight, num_targets)

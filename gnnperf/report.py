@@ -67,6 +67,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
 
     on_cuda = any(r.device.startswith("cuda") for r in results)
     peak_header = "CUDA peak MiB" if on_cuda else "step peak MiB (CPU)"
+    rows = comparison_rows(results, reference)
     table = [[row["variant"],
               f"{row['epoch_ms']:.2f} ±{row['spread_pct']:.0f}%",
               f"{row['first_epoch_s']:.2f}",
@@ -77,11 +78,10 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               ratio(row["memory_ratio"]),
               mean_max(row["gpu_util_pct"], ".0f"),
               mean_max(row["gpu_power_w"], ".0f")]
-             for row in comparison_rows(results, reference)]
+             for row in rows]
     headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
                "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
                "GPU util % mean/max", "GPU W mean/max"]
-    rows = comparison_rows(results, reference)
     if any(row["world_size"] for row in rows):  # ddp variants ran: their columns
         headers += ["ranks", "all-reduce share", "scaling eff. (strong)"]
         for line, row in zip(table, rows):

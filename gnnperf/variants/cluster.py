@@ -2,12 +2,13 @@
 and per step the subgraph induced by a few random clusters."""
 from __future__ import annotations
 
-import hashlib
+import io
 import time
 from typing import Iterable
 
 import torch
 
+from gnnperf.data import cache_dir, tensor_digest
 from gnnperf.errors import GnnperfError
 from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
 from gnnperf.models import normalize_graph
@@ -18,10 +19,7 @@ def cached_partition(edge_index: torch.Tensor, num_nodes: int, num_parts: int,
                      seed: int) -> tuple[torch.Tensor, float, bool]:
     """METIS parts of the graph, cached on disk per graph (a hash of its
     edges), part count and seed: (parts, seconds METIS took, cache hit)."""
-    from gnnperf.data import cache_dir
-
-    edges = edge_index.detach().cpu().contiguous()
-    digest = hashlib.sha256(edges.view(torch.uint8).reshape(-1).numpy()).hexdigest()[:24]
+    digest = tensor_digest({"edge_index": edge_index})[:24]
     path = cache_dir() / "metis" / f"{digest}-n{num_nodes}-k{num_parts}-s{seed}.pt"
     if path.is_file():
         try:
@@ -33,8 +31,6 @@ def cached_partition(edge_index: torch.Tensor, num_nodes: int, num_parts: int,
     start = time.perf_counter()
     parts = metis_partition(edge_index, num_nodes, num_parts, seed)
     seconds = time.perf_counter() - start
-    import io
-
     from gnnperf.report import write_atomic  # a concurrent run reads a whole file or none
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
