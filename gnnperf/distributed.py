@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import socket
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -105,27 +106,63 @@ def launch(world_size: int, entrypoint: Callable[..., Any], *args: Any) -> dict[
     levels = [logger.level for logger in quiet]
     for logger in quiet:
         logger.setLevel(logging.CRITICAL)
+    with tempfile.TemporaryDirectory(prefix="gnnperf-ranks-") as report_dir:
+        try:
+            return elastic_launch(config, _recording_rank)(report_dir, entrypoint, *args)
+        except ChildFailedError as exc:
+            # A rank that fails first takes the others' collectives down with
+            # it, and its echo (a closed connection on a rank that exits
+            # sooner) can be all the launcher saw before it stopped the rest:
+            # name the first rank whose own error is not a lost connection,
+            # from what each rank recorded as it raised, then the launcher's.
+            seen = {rank: (failure.timestamp, _failure_line(failure))
+                    for rank, failure in exc.failures.items()}
+            seen.update(_recorded_failures(report_dir))
+            rank, (_, line) = min(seen.items(), key=lambda item: (
+                _collateral(item[1][1]), item[1][0], item[0]))
+            raise GnnperfError(f"rank {rank} of {world_size} failed: {line}; "
+                               f"the other ranks were stopped") from None
+        except GnnperfError:
+            raise
+        except Exception as exc:  # rendezvous errors
+            raise GnnperfError(f"cannot start {world_size} local ranks ({type(exc).__name__}: "
+                               f"{str(exc).strip().splitlines()[0] if str(exc) else ''})"
+                               ) from None
+        finally:
+            for logger, level in zip(quiet, levels):
+                logger.setLevel(level)
+
+
+def _recording_rank(report_dir: str, entrypoint: Callable[..., Any], *args: Any) -> Any:
+    """Runs one rank's :obj:`entrypoint`; an exception is written to
+    ``report_dir/<rank>`` (time and one line) before it propagates, that is
+    before this rank's sockets close and its peers fail in turn."""
     try:
-        return elastic_launch(config, entrypoint)(*args)
-    except ChildFailedError as exc:
-        # A rank that fails first takes the others' collectives down with it:
-        # name the one whose error is not a lost connection.
-        rank, failure = min(exc.failures.items(), key=lambda item: (
-            _collateral(_failure_line(item[1])), item[1].timestamp, item[0]))
-        raise GnnperfError(f"rank {rank} of {world_size} failed: {_failure_line(failure)}; "
-                           f"the other ranks were stopped") from None
-    except GnnperfError:
+        return entrypoint(*args)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        path = os.path.join(report_dir, os.environ.get("RANK", "0"))
+        with open(path + ".tmp", "w") as file:
+            file.write(f"{time.time()}\n{line[:300]}")
+        os.replace(path + ".tmp", path)
         raise
-    except Exception as exc:  # rendezvous errors
-        raise GnnperfError(f"cannot start {world_size} local ranks ({type(exc).__name__}: "
-                           f"{str(exc).strip().splitlines()[0] if str(exc) else ''})") from None
-    finally:
-        for logger, level in zip(quiet, levels):
-            logger.setLevel(level)
+
+
+def _recorded_failures(report_dir: str) -> dict[int, tuple[float, str]]:
+    """What :func:`_recording_rank` wrote: rank -> (time, error line)."""
+    found = {}
+    for name in os.listdir(report_dir):
+        if name.isdigit():
+            with open(os.path.join(report_dir, name)) as file:
+                stamp, _, line = file.read().partition("\n")
+            found[int(name)] = (float(stamp), line)
+    return found
 
 
 _COLLATERAL = ("Connection closed by peer", "Connection reset by peer", "DistNetworkError",
-               "Socket Timeout", "timed out", "killed by signal")
+               "Socket Timeout", "timed out", "killed by signal",
+               "got signal")  # SignalException: the launcher stopping a rank
 
 
 def _collateral(line: str) -> bool:

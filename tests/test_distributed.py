@@ -90,6 +90,27 @@ def _spawned_children(marker: str) -> list[int]:
     return found
 
 
+def _fail_late_or_echo() -> None:
+    """A launched rank: rank 1 fails for real but stays alive (a non-daemon
+    thread) past rank 0, which exits first with the echo of a lost peer, the
+    race CI met once."""
+    import threading
+    if os.environ["RANK"] == "1":
+        threading.Thread(target=time.sleep, args=(30,)).start()
+        raise RuntimeError("the real fault")
+    time.sleep(1.0)
+    raise RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:3970")
+
+
+def test_the_rank_that_failed_first_is_named_though_its_echo_exits_sooner():
+    start = time.monotonic()
+    with pytest.raises(GnnperfError) as info:
+        distributed.launch(2, _fail_late_or_echo)
+    assert str(info.value) == ("rank 1 of 2 failed: RuntimeError: the real fault; "
+                               "the other ranks were stopped")
+    assert time.monotonic() - start < 25  # rank 1 stopped, not waited for
+
+
 def test_a_failing_rank_ends_the_run_quickly_with_one_line(tmp_path):
     marker = f"GNNPERF_TEST_MARKER={uuid.uuid4().hex}"
     out = tmp_path / "out.json"

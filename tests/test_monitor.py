@@ -1,5 +1,6 @@
 """GPU monitoring (NVML) against a fake pynvml, its n/a path on CPU, and the
 memory timeline."""
+import mmap
 import sys
 import time
 import types
@@ -118,8 +119,12 @@ def test_timeline_sees_a_step_peak_that_is_freed_again():
     timeline = MemoryTimeline("cpu")
     try:
         timeline.before_step()
-        big = torch.ones(64 * 2 ** 20 // 4)  # 64 MiB, mmapped and returned on free
-        del big
+        # 64 MiB of fresh pages, touched, then unmapped. Not a torch tensor:
+        # glibc may serve that from a free, already resident heap chunk an
+        # earlier test left (CI saw no rise once), and RSS would not move.
+        fresh = mmap.mmap(-1, 64 * 2 ** 20)
+        torch.frombuffer(fresh, dtype=torch.uint8).fill_(1)
+        fresh.close()
         timeline.after_step()
         timeline.before_step()
         timeline.after_step()  # a step that allocates nothing
