@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     doctor.add_argument("--json", type=Path, help="write the report here")
     doctor.add_argument("--threads", type=int, default=1)
+    from gnnperf.gate.cli import add_parsers
+    add_parsers(sub)
     return parser
 
 
@@ -114,13 +116,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     from gnnperf import distributed, report
     from gnnperf.data import dataset_identity, load_dataset
-    from gnnperf.measure import (
-        environment,
-        measure_variant,
-        resolve_device,
-        set_threads,
-        tune_allocator,
-    )
+    from gnnperf.fingerprint import environment, tune_allocator
+    from gnnperf.measure import measure_variant, resolve_device, set_threads
     from gnnperf.variants import TrainConfig, get_variant
 
     config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
@@ -227,13 +224,8 @@ def sampler_command(args: argparse.Namespace) -> int:
 
     from gnnperf import report
     from gnnperf.data import dataset_identity, load_dataset
-    from gnnperf.measure import (
-        environment,
-        measure_sampler,
-        resolve_device,
-        set_threads,
-        tune_allocator,
-    )
+    from gnnperf.fingerprint import environment, tune_allocator
+    from gnnperf.measure import measure_sampler, resolve_device, set_threads
 
     _check_output(args.json, "--json")
     if args.batch_size < 1:
@@ -279,13 +271,18 @@ def doctor_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _gate_commands() -> dict:
+    from gnnperf.gate.cli import COMMANDS as GATE_COMMANDS
+    return GATE_COMMANDS
+
+
 COMMANDS = {"run": run_command, "sampler": sampler_command, "doctor": doctor_command}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return {**COMMANDS, **_gate_commands()}[args.command](args)
     except GnnperfError as exc:
         print(f"gnnperf: error: {exc}", file=sys.stderr)
         return 2

@@ -139,13 +139,13 @@ class Doctor:
         skip = self._cuda_only("timing is synchronised")
         if skip:
             return skip
-        from gnnperf.measure import _timed
+        from gnnperf.measure import timed
         n = 8192
         a = torch.randn(n, n, device=self.device)
         b = torch.randn(n, n, device=self.device)
         work = lambda: [a @ b for _ in range(5)]  # noqa: E731
         work()
-        seconds = _timed(work, self.device)
+        seconds = timed(work, self.device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         work()

@@ -4,14 +4,9 @@ throughput. Returns dataclasses and never prints."""
 from __future__ import annotations
 
 import contextlib
-import os
-import platform
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -20,33 +15,6 @@ from torch_geometric.data import Data
 from gnnperf.errors import GnnperfError
 from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
-
-# glibc's defaults return freed blocks of a few MiB to the OS, so the next
-# allocation page-faults them in again; keeping them in the heap measured
-# loader batches 20% faster before the loader pooled its feature buffers, about
-# 5% after (the same lever as tcmalloc/jemalloc in PyTorch's CPU tuning guide).
-# Opt-in: it is not what a plain process gets.
-TUNED_MALLOC = {"M_MMAP_THRESHOLD": (-3, 32 * 2 ** 20), "M_TRIM_THRESHOLD": (-1, 256 * 2 ** 20)}
-
-
-def tune_allocator() -> bool:
-    """Applies :data:`TUNED_MALLOC` through glibc's ``mallopt``; False where
-    there is no glibc."""
-    import ctypes
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return all(libc.mallopt(option, value) == 1 for option, value in TUNED_MALLOC.values())
-
-
-def allocator_description(tuned: bool) -> str:
-    """What the environment fingerprint records about the C allocator."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_") or k == "LD_PRELOAD"}
-    base = "glibc tuned (" + ", ".join(f"{k}={v}" for k, (_, v) in TUNED_MALLOC.items()) + ")" \
-        if tuned else "default"
-    return base + (f"; env {env}" if env else "")
-
 
 def synchronize(device: torch.device) -> None:
     """Waits for queued kernels so wall-clock time covers their execution."""
@@ -152,7 +120,8 @@ class VariantResult:
         return asdict(self)
 
 
-def _timed(fn: Callable[[], object], device: torch.device) -> float:
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of :obj:`fn`, CUDA work it queued included."""
     synchronize(device)
     start = time.perf_counter()
     fn()
@@ -236,7 +205,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
                 watching = monitor.active() if monitor and epoch >= warmup_epochs \
                     else contextlib.nullcontext()
                 with watching:
-                    seconds = _timed(lambda: _run_epoch(run, counter, timeline=timeline), device)
+                    seconds = timed(lambda: _run_epoch(run, counter, timeline=timeline), device)
                 if epoch == 0:
                     first_epoch_s = seconds
                     if run.compile_counter is not None:
@@ -307,48 +276,6 @@ def set_threads(threads: int | None) -> int:
             raise GnnperfError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
     return torch.get_num_threads()
-
-
-def environment(seed: int, device: torch.device, tuned_allocator: bool = False) -> dict:
-    """A fingerprint of everything that moves the figures."""
-    import torch_geometric
-
-    from gnnperf.sampling import native_sampler_available
-    try:
-        git = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"],
-                             cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-        commit = git.stdout.strip() if git.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    if device.type == "cuda":
-        device_name = torch.cuda.get_device_name(device)
-    else:
-        device_name = _cpu_name()
-    return {
-        "torch": torch.__version__,
-        "torch_geometric": torch_geometric.__version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "device": str(device),
-        "device_name": device_name,
-        "cuda": torch.version.cuda,
-        "threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "native_sampler": native_sampler_available(),
-        "allocator": allocator_description(tuned_allocator),
-        "git_commit": commit,
-        "seed": seed,
-    }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @dataclass

@@ -22,19 +22,25 @@ sees the compiled code itself.
 
 With a fixed seed, thread count and batch these are identical on every run, so
 any change is a structural change of the step. Everything here returns data
-and never prints. The module depends only on the stable variant API
-(:func:`gnnperf.variants.get_variant`, :class:`TrainingRun`), so the A/B gate
-can load it from the working tree and use it on an older checkout.
+and never prints. The module depends only on the stable variant API (a prepared
+:mod:`gnnperf.case`), so the A/B gate can load it from the working tree and
+use it on an older checkout.
 """
 from __future__ import annotations
 
 import gc
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+# Private module, public class: the documented way to write a dispatch mode
+# (PyTorch's own FlopCounterMode and DebugMode derive from it); a canary
+# test (tests/test_workcount.py) counts known ops through it.
 from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from gnnperf.case import PreparedCase
 
 #: The metrics an exact gate compares (all integers, or None where they do not apply).
 EXACT_FIELDS = ("aten_ops", "flops", "profiled_ops", "bytes_allocated", "peak_bytes",
@@ -155,50 +161,7 @@ def profile_work(fn: Callable[[], object]) -> ProfiledWork:
     return ProfiledWork(ops, allocated, peak)
 
 
-@dataclass
-class StepCase:
-    """A built, warmed-up training run and the fixed batch its steps use."""
-    variant: str
-    dataset: str
-    run: Any  # gnnperf.variants.TrainingRun
-    batch: Any  # gnnperf.variants.Batch
-    graphs_after_first_epoch: int | None = None
-    recompiles: int | None = None
-
-    def step(self) -> None:
-        self.run.step(self.batch)
-
-
-def prepare_step(variant: str, data, config=None, device: torch.device | str = "cpu",
-                 warmup_epochs: int = 2) -> StepCase:
-    """Builds :obj:`variant` on :obj:`data` and trains :obj:`warmup_epochs`
-    epochs (optimiser state created, compilation done); the returned case
-    steps on the first batch of a further epoch. ``recompiles`` counts graphs
-    compiled after the first epoch. Resets Dynamo's caches first."""
-    from gnnperf.variants import TrainConfig, get_variant
-
-    device = torch.device(device)
-    config = config or TrainConfig()
-    spec = get_variant(variant)
-    # A clean Dynamo cache: otherwise a variant compiled earlier in the same
-    # process reuses its graphs and compiled_graphs would depend on history.
-    torch.compiler.reset()
-    run = spec.build(data, config, device)
-    graphs_after_first = None
-    for epoch in range(max(1, warmup_epochs)):
-        for batch in run.batches():
-            run.step(batch)
-        if epoch == 0 and run.compile_counter is not None:
-            graphs_after_first = run.compile_counter.graphs
-    batch = next(iter(run.batches()))
-    recompiles = None
-    if run.compile_counter is not None:
-        recompiles = run.compile_counter.graphs - graphs_after_first
-    return StepCase(spec.name, str(getattr(data, "name", "custom")), run, batch,
-                    graphs_after_first, recompiles)
-
-
-def measure_work(case: StepCase) -> WorkMetrics:
+def measure_work(case: "PreparedCase") -> WorkMetrics:
     """The work metrics of one step of :obj:`case` (three instrumented steps:
     op count, FLOPs, profiler; each on the same batch)."""
     run = case.run
@@ -229,12 +192,17 @@ def measure_work(case: StepCase) -> WorkMetrics:
 
 def work_metrics(variant: str, data, config=None, device: torch.device | str = "cpu",
                  threads: int | None = 1) -> WorkMetrics:
-    """Builds, warms up and measures :obj:`variant` on :obj:`data`; sets
-    torch's intra-op threads to :obj:`threads` first (the counts of some
-    parallel kernels' scratch buffers depend on it)."""
-    if threads is not None:
-        torch.set_num_threads(threads)
-    return measure_work(prepare_step(variant, data, config, device))
+    """Builds, warms up and measures :obj:`variant` on :obj:`data` (a
+    :class:`~gnnperf.case.Case` with :obj:`threads`; :obj:`config` a
+    ``TrainConfig`` or None)."""
+    from gnnperf.case import Case, prepare
+    from gnnperf.variants import TrainConfig
+
+    defaults = asdict(TrainConfig())
+    overrides = tuple(sorted((k, v) for k, v in asdict(config).items() if v != defaults[k])) \
+        if config is not None else ()
+    case = Case(variant, str(getattr(data, "name", "custom")), overrides, str(device), threads)
+    return measure_work(prepare(case, data))
 
 
 def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -244,6 +212,5 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
             if base.get(name) != head.get(name)]
 
 
-__all__ = ["EXACT_FIELDS", "OpCounter", "ProfiledWork", "StepCase", "WorkMetrics", "compare_exact",
-           "count_flops", "count_ops", "measure_work", "prepare_step", "profile_work",
-           "work_metrics"]
+__all__ = ["EXACT_FIELDS", "OpCounter", "ProfiledWork", "WorkMetrics", "compare_exact",
+           "count_flops", "count_ops", "measure_work", "profile_work", "work_metrics"]

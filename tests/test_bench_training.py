@@ -21,9 +21,10 @@ import torch
 from gnnperf.data import load_dataset
 from gnnperf.errors import GnnperfError
 from gnnperf.variants import STANDARD_VARIANTS
-from gnnperf.workcount import EXACT_FIELDS, measure_work, prepare_step
+from gnnperf.case import DEFAULT_DATASETS, Case, prepare
+from gnnperf.workcount import EXACT_FIELDS, measure_work
 
-DATASETS = ["cora", "synthetic-10k"]
+DATASETS = list(DEFAULT_DATASETS)
 DEVICE = torch.device("cpu")
 THREADS = 1
 
@@ -46,15 +47,15 @@ def bench_data(request):
 @pytest.mark.parametrize("dataset", DATASETS)
 @pytest.mark.parametrize("variant", STANDARD_VARIANTS)
 def test_train_step(benchmark, bench_data, variant, dataset):
-    torch.set_num_threads(THREADS)
     try:
-        case = prepare_step(variant, bench_data(dataset), device=DEVICE)
+        case = prepare(Case(variant, dataset, device=str(DEVICE), threads=THREADS),
+                       bench_data(dataset))
     except GnnperfError as exc:  # a technique that does not apply here
         pytest.skip(str(exc))
     work = measure_work(case)
     benchmark.group = variant
     benchmark.extra_info.update({
-        "variant": case.variant,
+        "variant": variant,
         "dataset": dataset,
         "device": str(DEVICE),
         "threads": torch.get_num_threads(),

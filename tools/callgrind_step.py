@@ -31,13 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _worker(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
-    import torch
+    from gnnperf.case import Case, prepare
 
-    torch.set_num_threads(1)
-    from gnnperf.data import load_dataset
-    from gnnperf.workcount import prepare_step
-
-    case = prepare_step(args.variant, load_dataset(args.dataset))
+    case = prepare(Case(args.variant, args.dataset, threads=1))
     for _ in range(args.steps):
         case.step()
 

@@ -1,0 +1,168 @@
+"""One notion of a benchmark case, and one way to build, warm and fix its batch.
+
+A :class:`Case` names what is measured: a variant, a dataset, training
+overrides, a device and a thread count. :func:`prepare` builds it, trains the
+warm-up epochs (optimiser state created, compilation done) and keeps the
+batches the measured steps use, so sampling stays out of the step. It is what
+``measure``'s work counts, the A/B gate and ``gnnperf bisect``, the
+pytest-benchmark suite, the asv suite and ``tools/callgrind_step.py`` all step.
+
+This module depends only on the stable variant API
+(:func:`gnnperf.variants.get_variant`, ``TrainConfig``, ``TrainingRun.batches``
+and ``.step``) and imports it lazily: the gate's workers and the asv suite
+load this file from the tree under test by path and use it on older
+checkouts of gnnperf.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+#: The gate's and the pytest benchmarks' graphs: the tutorial's Cora (a 24 ms
+#: step on one core) and a 10k-node synthetic graph (sampling has work to do).
+DEFAULT_DATASETS = ("cora", "synthetic-10k")
+
+
+@dataclass(frozen=True)
+class Case:
+    r"""A benchmark case.
+
+    Args:
+        variant (str): Registry name (``baseline`` or techniques joined by ``+``).
+        dataset (str): Any name :func:`gnnperf.data.load_dataset` takes.
+        config (tuple): ``TrainConfig`` overrides as sorted ``(name, value)``
+            pairs (see :meth:`with_config`); empty for the defaults.
+        device (str): ``cpu``, ``cuda`` or ``cuda:N``.
+        threads (int): torch intra-op threads (``None``: leave as is). The
+            work counts of some parallel kernels' scratch buffers depend on it.
+        warmup_epochs (int): Epochs trained before the measured steps.
+    """
+    variant: str
+    dataset: str
+    config: tuple[tuple[str, Any], ...] = ()
+    device: str = "cpu"
+    threads: int | None = 1
+    warmup_epochs: int = 2
+
+    @classmethod
+    def parse(cls, text: str, **fields: Any) -> "Case":
+        """``variant@dataset`` (the gate's and bisect's spelling)."""
+        variant, sep, dataset = text.partition("@")
+        if not sep or not variant or not dataset:
+            raise ValueError(f"benchmark case {text!r}: write variant@dataset, "
+                             f"e.g. baseline@cora")
+        return cls(variant.strip(), dataset.strip(), **fields)
+
+    def with_config(self, **overrides: Any) -> "Case":
+        merged = dict(self.config, **overrides)
+        return Case(self.variant, self.dataset, tuple(sorted(merged.items())), self.device,
+                    self.threads, self.warmup_epochs)
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}@{self.dataset}"
+
+    def to_json(self) -> str:
+        return json.dumps({"variant": self.variant, "dataset": self.dataset,
+                           "config": dict(self.config), "device": self.device,
+                           "threads": self.threads, "warmup_epochs": self.warmup_epochs})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Case":
+        doc = json.loads(text)
+        return cls(doc["variant"], doc["dataset"], tuple(sorted(doc["config"].items())),
+                   doc["device"], doc["threads"], doc["warmup_epochs"])
+
+
+def default_cases(variants: list[str], datasets: tuple[str, ...] = DEFAULT_DATASETS,
+                  **fields: Any) -> list[Case]:
+    """Every variant on every dataset, dataset-major (the gate's order)."""
+    return [Case(v, d, **fields) for d in datasets for v in variants]
+
+
+@dataclass
+class PreparedCase:
+    """A built, warmed-up training run and the batches its measured steps
+    cycle through (one, when fixed)."""
+    case: Case
+    run: Any  # gnnperf.variants.TrainingRun
+    batches: list
+    graphs_after_first_epoch: int | None = None
+    recompiles: int | None = None
+    cursor: int = field(default=0, repr=False)
+
+    @property
+    def variant(self) -> str:
+        return self.case.variant
+
+    @property
+    def dataset(self) -> str:
+        return self.case.dataset
+
+    @property
+    def batch(self):
+        """The batch of the next step."""
+        return self.batches[self.cursor % len(self.batches)]
+
+    def step(self) -> None:
+        """One training step on the next prepared batch (not synchronised:
+        see :meth:`synced_step`)."""
+        batch = self.batches[self.cursor % len(self.batches)]
+        self.cursor += 1
+        self.run.step(batch)
+
+    def synced_step(self) -> None:
+        """:meth:`step`, then waits for the GPU work it queued."""
+        self.step()
+        if self.run.device.type == "cuda":
+            torch.cuda.synchronize(self.run.device)
+
+
+def build(case: Case, data=None):
+    """The case's :class:`TrainingRun`, on a clean Dynamo cache (a variant
+    compiled earlier in the process would otherwise reuse its graphs), with
+    the case's threads set; :obj:`data` is loaded when not given."""
+    from gnnperf.variants import TrainConfig, get_variant
+
+    if case.threads is not None and torch.get_num_threads() != case.threads:
+        torch.set_num_threads(case.threads)
+    if data is None:
+        from gnnperf.data import load_dataset
+        data = load_dataset(case.dataset)
+    spec = get_variant(case.variant)
+    reset = getattr(getattr(torch, "compiler", None), "reset", None)
+    if reset is not None:
+        reset()
+    return spec.build(data, TrainConfig(**dict(case.config)), torch.device(case.device))
+
+
+def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
+    """Builds :obj:`case`, trains its warm-up epochs (none: the first
+    steps, compilation included, are what is measured), then
+    keeps the next epoch's batches: its first only when :obj:`fixed_batch`
+    (exact work counts and A/B timing step on one batch), all of them
+    otherwise (asv cycles through an epoch). ``recompiles`` counts graphs
+    compiled after the first epoch."""
+    run = build(case, data)
+    counter = getattr(run, "compile_counter", None)
+    graphs_after_first = None
+    for epoch in range(case.warmup_epochs):
+        for batch in run.batches():
+            run.step(batch)
+        if epoch == 0 and counter is not None:
+            graphs_after_first = counter.graphs
+    batches = []
+    for batch in run.batches():
+        batches.append(batch)
+        if fixed_batch:
+            break
+    recompiles = None
+    if counter is not None and graphs_after_first is not None:
+        recompiles = counter.graphs - graphs_after_first
+    return PreparedCase(case, run, batches, graphs_after_first, recompiles)
+
+
+__all__ = ["Case", "DEFAULT_DATASETS", "PreparedCase", "build", "default_cases", "prepare"]

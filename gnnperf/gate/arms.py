@@ -1,0 +1,211 @@
+"""The gate's arms (a tree under a Python environment) and the worker
+processes that measure them: exact work metrics, and interleaved timing."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from gnnperf.case import Case
+from gnnperf.errors import GnnperfError
+from gnnperf.gate.stats import TimeSamples
+
+WORKER = Path(__file__).resolve().with_name("worker.py")
+#: The instrument both arms are measured with: this checkout's case.py and workcount.py.
+INSTRUMENT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Arm:
+    """What one side of a comparison runs: gnnperf from :obj:`tree`, under
+    the interpreter :obj:`python` (another virtual environment: other torch
+    or torch-geometric releases)."""
+    tree: Path
+    python: str = sys.executable
+    label: str = ""  # what the tree is, e.g. the git ref it was exported from
+
+    def describe(self) -> str:
+        where = f"{self.label} ({self.tree})" if self.label else str(self.tree)
+        return where if self.python == sys.executable else f"{where} under {self.python}"
+
+
+def export_ref(ref: str, dest: Path, repo: Path | str = ".") -> Path:
+    """Writes the files of git :obj:`ref` of :obj:`repo` into :obj:`dest`
+    (``git archive``; the repository's worktrees are left alone)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile() as archive:
+        proc = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", ref],
+                              stdout=archive, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            raise GnnperfError(f"git archive {ref} failed ({proc.stderr.decode().strip()}); "
+                               f"name a commit, branch or tag of {repo}")
+        archive.seek(0)
+        with tarfile.open(fileobj=archive) as tar:
+            tar.extractall(dest, filter="data")
+    return dest
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    """Copies the files git tracks or would track (ignored ones excluded)
+    from :obj:`src` to :obj:`dest`: the working tree as it is, uncommitted
+    edits included."""
+    files = subprocess.run(["git", "-C", str(src), "ls-files", "-co", "--exclude-standard", "-z"],
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, files):
+        path = src / name
+        if path.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest / name)
+    return dest
+
+
+def worker_env() -> dict:
+    """One intra-op thread (also for OpenMP/MKL pools) and a fixed hash seed."""
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+
+
+def _worker_cmd(mode: str, arm: Arm, cases: list[Case]) -> list[str]:
+    payload = json.dumps([json.loads(case.to_json()) for case in cases])
+    return [arm.python, str(WORKER), "--mode", mode, "--tree", str(arm.tree),
+            "--instrument", str(INSTRUMENT), "--cases", payload]
+
+
+def run_work(arms: dict[str, Arm], cases: list[Case]) -> dict[str, list[dict | None]]:
+    """Work metrics of every case in each arm (the arms in parallel)."""
+    procs = {name: subprocess.Popen(_worker_cmd("work", arm, cases), env=worker_env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name, arm in arms.items()}
+    results = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise GnnperfError(f"work metrics of the {name} arm ({arms[name].describe()}) "
+                               f"failed: {_last_line(stderr)}")
+        results[name] = json.loads(stdout.strip().splitlines()[-1])
+    return results
+
+
+def _last_line(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+class TimeWorker:
+    """A worker process timing blocks of steps on request."""
+
+    def __init__(self, arm: Arm, cases: list[Case]) -> None:
+        self.arm = arm
+        self.proc = subprocess.Popen(_worker_cmd("time", arm, cases), env=worker_env(),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise GnnperfError(f"a time worker of {self.arm.describe()} died: "
+                               f"{_last_line(self.proc.stderr.read())}")
+        return json.loads(line)
+
+    def ready(self) -> list[float | None]:
+        while True:
+            reply = self.read()
+            if reply.get("ready"):
+                return reply["step_s"]
+
+    def time(self, case: int, steps: int) -> dict[str, float]:
+        """Wall-clock and CPU seconds per step of a block of :obj:`steps` steps."""
+        self.proc.stdin.write(json.dumps({"case": case, "steps": steps}) + "\n")
+        return self.read()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
+             sample_ms: float, progress: Callable[[int, int], None] | None = None
+             ) -> tuple[list[int], dict]:
+    """Interleaved timing of every case in every arm.
+
+    ``processes`` times, one worker process per arm is started (together);
+    then ``rounds`` rounds (plus one dropped warm-up round) time each case in
+    every arm, one block of steps each: for two arms alternately A B and B A
+    (each sample follows one of the other arm as often as one of its own),
+    for more arms in a random order each round (seeded), since a fixed
+    rotation makes each arm always follow the same one (measured here: a
+    sample after a busy-loop arm ran ~1.5% slower). Returns the block
+    size per case (the first arm's step time sets it, the same for all arms)
+    and ``times[case][arm][clock][process][round]`` in seconds per step, for
+    the ``cpu`` and ``wall`` clocks."""
+    names = list(arms)
+    steps: list[int] = []
+    times = {case.name: {arm: {"cpu": [], "wall": []} for arm in names} for case in cases}
+    for proc_set in range(processes):
+        workers = {name: TimeWorker(arm, cases) for name, arm in arms.items()}
+        try:
+            step_s = {name: w.ready() for name, w in workers.items()}
+            if not steps:  # a case missing from an arm is not timed (0 steps)
+                steps = [0 if any(step_s[name][i] is None for name in names)
+                         else max(1, round(sample_ms / 1e3 / step_s[names[0]][i]))
+                         for i in range(len(cases))]
+            for case in cases:
+                for name in names:
+                    for clock in ("cpu", "wall"):
+                        times[case.name][name][clock].append([])
+            shuffler = random.Random(proc_set)
+            for rnd in range(rounds + 1):  # round 0 warms up and is dropped
+                if len(names) == 2:  # A B, B A, A B, ...: each follows the other equally
+                    order = names if (rnd + proc_set) % 2 == 0 else names[::-1]
+                else:  # a fresh order each round: no arm always follows the same one
+                    order = shuffler.sample(names, len(names))
+                for i, case in enumerate(cases):
+                    if not steps[i]:
+                        continue
+                    for name in order:
+                        sample = workers[name].time(i, steps[i])
+                        if rnd > 0:
+                            for clock in ("cpu", "wall"):
+                                times[case.name][name][clock][-1].append(sample[clock])
+            if progress is not None:
+                progress(proc_set + 1, processes)
+        finally:
+            for w in workers.values():
+                w.close()
+    return steps, times
+
+
+def run_time(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
+             sample_ms: float, clock: str = "cpu",
+             progress: Callable[[int, int], None] | None = None) -> list[TimeSamples]:
+    """:func:`run_arms` on the ``base`` and ``head`` arms, as samples per case."""
+    steps, times = run_arms(arms, cases, processes, rounds, sample_ms, progress)
+    other = "wall" if clock == "cpu" else "cpu"
+    per_case = [(case.name, n) for case, n in zip(cases, steps) if n]
+    return [TimeSamples(name, n, clock, times[name]["base"][clock], times[name]["head"][clock],
+                        times[name]["base"][other], times[name]["head"][other])
+            for name, n in per_case]
+
+
+def standard_variants(arm: Arm) -> list[str]:
+    """The arm's ``STANDARD_VARIANTS``."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from gnnperf.variants import STANDARD_VARIANTS as v; print(','.join(v))")
+    proc = subprocess.run([arm.python, "-c", code, str(arm.tree)], capture_output=True,
+                          text=True, env=worker_env())
+    if proc.returncode != 0:
+        raise GnnperfError(f"cannot read the variant registry of {arm.describe()}: "
+                           f"{_last_line(proc.stderr)}")
+    return proc.stdout.strip().splitlines()[-1].split(",")

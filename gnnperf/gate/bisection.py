@@ -1,0 +1,168 @@
+"""``gnnperf bisect GOOD BAD``: the first commit between two refs where a
+benchmark changed.
+
+By a work metric (``aten_ops``, ``flops``, ``peak_bytes``, ...: exact, so a
+plain binary search on "differs from GOOD"), or by ``time``: at each probe
+the time gate judges the probe against GOOD, and the commit found is
+confirmed by a final gate run against its parent. Either way the search
+takes at most ``ceil(log2(n)) + 2`` measurements for ``n`` commits after
+GOOD (GOOD and BAD first, then the halvings; for time, BAD against GOOD,
+the halvings and the confirmation).
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from gnnperf.case import Case
+from gnnperf.errors import GnnperfError
+from gnnperf.gate import arms as arm_runner
+from gnnperf.gate.arms import Arm
+from gnnperf.gate.compare import GateOptions, compare_arms
+from gnnperf.workcount import EXACT_FIELDS
+
+METRICS = ("time",) + EXACT_FIELDS
+
+
+@dataclass
+class BisectResult:
+    """The first changed commit, its subject, the metric before (its
+    parent) and after, whether the final check confirmed it, and every
+    measurement made (``(commit, value)``; for time the gate's ratio to GOOD)."""
+    commit: str
+    subject: str
+    metric: str
+    before: float | int | None
+    after: float | int | None
+    confirmed: bool
+    measurements: list[tuple[str, object]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        unit = " ms" if self.metric == "time" else ""
+        def fmt(value):
+            if value is None:
+                return "-"
+            return f"{value * 1e3:.3f}" if self.metric == "time" else f"{value:,}"
+        state = "" if self.confirmed else " (NOT confirmed: the change may be spread over commits)"
+        return (f"first changed commit: {self.commit[:12]} {self.subject}\n"
+                f"{self.metric}: {fmt(self.before)}{unit} -> {fmt(self.after)}{unit}{state}\n"
+                f"{len(self.measurements)} measurements")
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GnnperfError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def commits_between(repo: Path, good: str, bad: str) -> list[str]:
+    """The first-parent commits after :obj:`good` up to :obj:`bad`, oldest first."""
+    good_sha, bad_sha = (_git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}")
+                         for ref in (good, bad))
+    if _git(repo, "merge-base", good_sha, bad_sha) != good_sha:
+        raise GnnperfError(f"{good} is not an ancestor of {bad}; give GOOD first, then BAD")
+    commits = _git(repo, "rev-list", "--first-parent", "--reverse",
+                   f"{good_sha}..{bad_sha}").split()
+    if not commits:
+        raise GnnperfError(f"no commits between {good} and {bad}")
+    return [good_sha] + commits
+
+
+def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str = ".",
+           options: GateOptions | None = None, log: Callable[[str], None] = lambda msg: None
+           ) -> BisectResult:
+    """Finds the first commit in ``GOOD..BAD`` where :obj:`metric` of
+    :obj:`case` changed (work metrics) or regressed against GOOD (``time``,
+    judged by the gate with :obj:`options`)."""
+    if metric not in METRICS:
+        raise GnnperfError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    repo_path = Path(repo).resolve()
+    chain = commits_between(repo_path, good, bad)  # chain[0] is GOOD
+    options = options or GateOptions()
+    with tempfile.TemporaryDirectory(prefix="gnnperf-bisect-") as tmp:
+        trees: dict[str, Path] = {}
+
+        def tree(commit: str) -> Path:
+            if commit not in trees:
+                trees[commit] = arm_runner.export_ref(commit, Path(tmp) / commit[:12], repo_path)
+            return trees[commit]
+
+        if metric == "time":
+            return _bisect_time(chain, case, options, tree, log, repo_path)
+        return _bisect_work(chain, case, metric, tree, log, repo_path)
+
+
+def _subject(repo: Path, commit: str) -> str:
+    return _git(repo, "log", "-1", "--format=%s", commit)
+
+
+def _bisect_work(chain, case, metric, tree, log, repo) -> BisectResult:
+    measured: list[tuple[str, object]] = []
+
+    def value(commit: str):
+        work = arm_runner.run_work({"arm": Arm(tree(commit))}, [case])["arm"][0]
+        found = None if work is None else work["exact"][metric]
+        measured.append((commit, found))
+        log(f"  {commit[:12]}: {metric} = {found}")
+        return found
+
+    good_value, bad_value = value(chain[0]), value(chain[-1])
+    if good_value == bad_value:
+        raise GnnperfError(f"{metric} of {case.name} is {good_value} at both ends; "
+                           f"nothing changed between them (try --metric time)")
+    lo, hi, hi_value = 0, len(chain) - 1, bad_value  # chain[lo] same as GOOD, chain[hi] not
+    values = {0: good_value}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        values[mid] = value(chain[mid])
+        if values[mid] == good_value:
+            lo = mid
+        else:
+            hi, hi_value = mid, values[mid]
+    return BisectResult(chain[hi], _subject(repo, chain[hi]), metric, values[lo], hi_value,
+                        True, measured)
+
+
+def _bisect_time(chain, case, options, tree, log, repo) -> BisectResult:
+    measured: list[tuple[str, object]] = []
+    timing = replace(options, work=False, time=True, cases=[case])
+
+    def gate(base: str, head: str):
+        arms = {"base": Arm(tree(base), options.base_python),
+                "head": Arm(tree(head), options.head_python)}
+        result = compare_arms(timing, arms, [case], lambda msg: None)
+        verdicts = result.report["time"]["verdicts"]
+        if not verdicts:
+            raise GnnperfError(f"{case.name} cannot run at {base[:12]} or {head[:12]}")
+        verdict = verdicts[0]
+        measured.append((head, verdict["ratio"]))
+        log(f"  {head[:12]} vs {base[:12]}: ratio {verdict['ratio']:.3f} "
+            f"(p {verdict['p_slower']:.4f}) {verdict['verdict']}")
+        return verdict
+
+    good = chain[0]
+    last = gate(good, chain[-1])
+    if last["verdict"] != "REGRESSION":
+        raise GnnperfError(f"the gate sees no regression of {case.name} from {good[:12]} to "
+                           f"{chain[-1][:12]} (ratio {last['ratio']:.3f}); nothing to bisect")
+    lo, hi = 0, len(chain) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if gate(good, chain[mid])["verdict"] == "REGRESSION":
+            hi = mid
+        else:
+            lo = mid
+    # The confirmation: the commit found against its own parent.
+    confirm = gate(chain[hi - 1], chain[hi])
+    return BisectResult(chain[hi], _subject(repo, chain[hi]), "time", confirm["base_median_s"],
+                        confirm["head_median_s"], confirm["verdict"] == "REGRESSION", measured)
+
+
+def max_measurements(commits_after_good: int) -> int:
+    """The bound this search keeps: ``ceil(log2(n)) + 2``."""
+    return math.ceil(math.log2(max(commits_after_good, 1))) + 2

@@ -1,0 +1,189 @@
+"""``gnnperf gate``, ``gnnperf bisect`` and ``gnnperf sensitivity``: their
+options and what they print. Exit status: 0 passed, 1 a regression (or a
+changed work metric), 2 a usage or set-up error."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from gnnperf.case import DEFAULT_DATASETS, Case
+from gnnperf.errors import GnnperfError
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _log(quiet: bool):
+    return (lambda msg: None) if quiet else (
+        lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds: int) -> None:
+    parser.add_argument("--processes", type=int, default=processes,
+                        help=f"worker pairs, the t-test's replicates (default {processes})")
+    parser.add_argument("--rounds", type=int, default=rounds,
+                        help=f"interleaved rounds per pair (default {rounds})")
+    parser.add_argument("--sample-ms", type=float, default=12.0,
+                        help="target CPU time of one timed block of steps (default 12)")
+    parser.add_argument("--threshold", type=float, default=0.03,
+                        help="minimum effect: relative slowdown that may fail (default 0.03)")
+    parser.add_argument("--alpha", type=float, default=0.01,
+                        help="one-sided significance level (default 0.01)")
+    parser.add_argument("--base-python", default=sys.executable,
+                        help="interpreter of the base arm (another venv: other torch or "
+                             "torch-geometric releases; default: this one)")
+    parser.add_argument("--head-python", default=sys.executable,
+                        help="interpreter of the head arm (default: this one)")
+
+
+def add_parsers(sub) -> None:
+    gate = sub.add_parser(
+        "gate", help="A/B regression gate: base vs head (exact work metrics and an "
+                     "interleaved, statistically tested step time)",
+        description="Compares a base (git ref, checkout or Python environment) with the head "
+                    "tree: the exact work metrics of one training step must match, and the "
+                    "step time must not regress (interleaved worker pairs, t-test across pairs).")
+    where = gate.add_mutually_exclusive_group()
+    where.add_argument("--base", help="git ref of the base (default HEAD; with only "
+                                      "--base-python/--head-python, the head tree itself)")
+    where.add_argument("--base-dir", help="a checkout to use as the base instead of a ref")
+    gate.add_argument("--head-dir", default=str(CHECKOUT),
+                      help="the tree under test (default: this checkout)")
+    gate.add_argument("--variants", help="comma-separated (default: the head tree's standard ones)")
+    gate.add_argument("--datasets", default=",".join(DEFAULT_DATASETS))
+    _add_timing_options(gate, processes=6, rounds=30)
+    gate.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                      help="judge the worker's CPU time (default; immune to time the core "
+                           "spent on other jobs) or wall-clock time")
+    gate.add_argument("--no-time", action="store_true", help="exact work gate only")
+    gate.add_argument("--no-work", action="store_true", help="time gate only")
+    gate.add_argument("--accept-work-change", action="store_true",
+                      help="report work-metric changes without failing on them")
+    gate.add_argument("--json", type=Path, help="write samples, verdicts and work metrics here")
+    gate.add_argument("--markdown", type=Path,
+                      help="write the reviewer's table here (e.g. $GITHUB_STEP_SUMMARY)")
+    gate.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    bisect = sub.add_parser(
+        "bisect", help="the first commit between GOOD and BAD where a benchmark changed",
+        description="Binary search over the first-parent commits after GOOD up to BAD: by an "
+                    "exact work metric, or by time with the gate's decision at each step and a "
+                    "confirmation against the found commit's parent.")
+    bisect.add_argument("good", help="a ref where the benchmark is as it should be")
+    bisect.add_argument("bad", help="a later ref where it changed")
+    bisect.add_argument("--case", default="baseline@cora", help="variant@dataset (default: "
+                                                                "%(default)s)")
+    bisect.add_argument("--metric", default="aten_ops",
+                        help="time, or an exact work metric: aten_ops (default), flops, "
+                             "profiled_ops, bytes_allocated, peak_bytes, compiled_graphs, "
+                             "graph_breaks, recompiles")
+    bisect.add_argument("--repo", default=".", help="the git repository (default: here)")
+    _add_timing_options(bisect, processes=6, rounds=30)
+    bisect.add_argument("--quiet", action="store_true")
+
+    study = sub.add_parser(
+        "sensitivity", help="the time gate's false-alarm and detection rates, measured",
+        description="Injects calibrated slowdowns into copies of this tree and runs the gate's "
+                    "timing on them: per threshold, A/A false alarms and detections per size.")
+    study.add_argument("--case", default="baseline@cora", help="variant@dataset")
+    study.add_argument("--slowdowns", default="0.05,0.10,0.20")
+    study.add_argument("--trials", type=int, default=10)
+    study.add_argument("--processes", type=int, default=6)
+    study.add_argument("--rounds", type=int, default=30)
+    study.add_argument("--sample-ms", type=float, default=12.0)
+    study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05")
+    study.add_argument("--alpha", type=float, default=0.01)
+    study.add_argument("--json", type=Path, help="write every trial here (after each trial)")
+    study.add_argument("--from-json", type=Path, help="re-judge a previous --json file")
+
+
+def _label(slowdown: float) -> str:
+    return "A/A" if slowdown == 0 else f"+{slowdown * 100:g}%"
+
+
+def _cases(text: str) -> Case:
+    try:
+        return Case.parse(text)
+    except ValueError as exc:
+        raise GnnperfError(str(exc)) from None
+
+
+def gate_command(args: argparse.Namespace) -> int:
+    from gnnperf.gate.compare import GateOptions, run_gate
+    from gnnperf.report import write_atomic
+
+    for path, option in ((args.json, "--json"), (args.markdown, "--markdown")):
+        if path is not None and not path.parent.resolve().is_dir():
+            raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist")
+    options = GateOptions(
+        base=args.base, base_dir=args.base_dir, head_dir=args.head_dir,
+        base_python=args.base_python, head_python=args.head_python,
+        variants=[v.strip() for v in args.variants.split(",") if v.strip()]
+        if args.variants else None,
+        datasets=tuple(d.strip() for d in args.datasets.split(",") if d.strip()),
+        processes=args.processes, rounds=args.rounds, sample_ms=args.sample_ms,
+        clock=args.clock, threshold=args.threshold, alpha=args.alpha,
+        time=not args.no_time, work=not args.no_work,
+        accept_work_change=args.accept_work_change)
+    result = run_gate(options, _log(args.quiet))
+    print(result.text)
+    if args.json:
+        write_atomic(args.json, json.dumps(result.report, indent=1).encode())
+    if args.markdown:
+        with open(args.markdown, "a") as out:  # appends: GITHUB_STEP_SUMMARY may hold more
+            out.write(result.markdown)
+    return 1 if result.failed else 0
+
+
+def bisect_command(args: argparse.Namespace) -> int:
+    from gnnperf.gate.bisection import bisect
+    from gnnperf.gate.compare import GateOptions
+
+    options = GateOptions(head_dir=str(CHECKOUT),
+                          base_python=args.base_python, head_python=args.head_python,
+                          processes=args.processes, rounds=args.rounds,
+                          sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha)
+    options.validate()
+    start = time.perf_counter()
+    result = bisect(args.good, args.bad, _cases(args.case), args.metric, args.repo, options,
+                    _log(args.quiet))
+    print(result.describe() + f" in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def sensitivity_command(args: argparse.Namespace) -> int:
+    from gnnperf.gate.sensitivity import StudySettings, evaluate, format_table, rejudge, run_study
+    from gnnperf.report import write_atomic
+
+    try:
+        thresholds = [float(x) for x in args.thresholds.split(",")]
+        slowdowns = tuple(float(x) for x in args.slowdowns.split(","))
+    except ValueError:
+        raise GnnperfError("--thresholds and --slowdowns take comma-separated numbers") from None
+    if args.from_json:
+        if not args.from_json.is_file():
+            raise GnnperfError(f"--from-json {args.from_json}: no such file")
+        study = rejudge(json.loads(args.from_json.read_text()))
+    else:
+        settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
+                                 args.rounds, args.sample_ms, args.alpha, thresholds[0])
+
+        def progress(study: dict, latest: list[dict]) -> None:
+            done = latest[0]["trial"] + 1
+            print(f"trial {done}/{settings.trials} [{latest[0]['seconds']:.0f} s] " + "  ".join(
+                f"{_label(r['slowdown'])}: {r['cpu']['ratio']:.3f} (p {r['cpu']['p_slower']:.3f})"
+                for r in latest), flush=True)
+            if args.json:
+                write_atomic(args.json, json.dumps(study).encode())
+
+        study = run_study(settings, CHECKOUT, progress)
+        if args.json:
+            write_atomic(args.json, json.dumps(study).encode())
+    print(json.dumps(study["settings"]))
+    print(format_table(study["trials"], evaluate(study["trials"], thresholds, args.alpha)))
+    return 0
+
+
+COMMANDS = {"gate": gate_command, "bisect": bisect_command, "sensitivity": sensitivity_command}

@@ -1,0 +1,168 @@
+"""The time gate's sensitivity: false-alarm and detection rates, measured.
+
+Copies the working tree (arm A) and makes copies in which one variant's
+training step burns extra CPU time equal to ``s`` times the step's own
+(:mod:`gnnperf.faults`, self-calibrating, so the injected slowdown stays ``s``
+whatever the load), then times them with the gate's interleaved timing
+(:func:`gnnperf.gate.arms.run_arms`). A trial starts ``processes`` sets of
+worker processes, one per arm (A, a second A for the A/A comparison, and
+one per slowdown), times ``rounds`` rounds in each, the arms in a random
+order every round, and judges each comparison (A'/A, B/A per slowdown)
+exactly as the gate judges base/head. Sharing worker start-up across arms
+keeps a trial affordable; more arms spread each round over more time than
+the gate's two, so the study is if anything pessimistic.
+
+From the stored ratios and p-values it reports, per decision threshold
+(the gate's ``--threshold``) and clock, the false-alarm rate (A/A trials
+judged a regression) and the detection rate per slowdown
+(``gnnperf sensitivity``).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from gnnperf import faults
+from gnnperf.case import Case
+from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
+from gnnperf.gate.stats import TimeSamples, decide, judge, pair_log_ratios, pair_test
+
+
+@dataclass
+class StudySettings:
+    """One sensitivity study: the case, the slowdowns injected and the gate
+    settings each trial uses."""
+    case: Case
+    slowdowns: tuple[float, ...] = (0.05, 0.10, 0.20)
+    trials: int = 10
+    processes: int = 6
+    rounds: int = 30
+    sample_ms: float = 12.0
+    alpha: float = 0.01
+    threshold: float = 0.03
+
+
+def calibrate(arm: Arm, case: Case, samples: int = 30) -> float:
+    """Median CPU seconds of one step of :obj:`case` in :obj:`arm`."""
+    worker = TimeWorker(arm, [case])
+    try:
+        worker.ready()
+        return statistics.median(worker.time(0, 1)["cpu"] for _ in range(samples))
+    finally:
+        worker.close()
+
+
+def run_study(settings: StudySettings, source: Path,
+              on_trial: Callable[[dict, list[dict]], None] | None = None) -> dict:
+    """Runs the trials; returns ``{"settings": ..., "trials": [...]}``, each
+    trial's per-round log ratios kept so :func:`rejudge` can apply another
+    rule. :obj:`on_trial` sees the study so far after each trial."""
+    case = settings.case
+    record_settings = {"case": case.name, "trials": settings.trials,
+                       "processes": settings.processes, "rounds": settings.rounds,
+                       "sample_ms": settings.sample_ms, "alpha": settings.alpha,
+                       "threads": case.threads}
+    with tempfile.TemporaryDirectory(prefix="gnnperf-sensitivity-") as tmp:
+        tree_a = copy_tree(source, Path(tmp) / "A")
+        record_settings["step_cpu_s"] = calibrate(Arm(tree_a), case)
+        arms = {"A": Arm(tree_a), "A2": Arm(tree_a)}
+        for s in settings.slowdowns:
+            tree = copy_tree(source, Path(tmp) / f"B{round(s * 1000)}")
+            faults.inject(tree, "slowdown", case.variant, s)
+            arms[f"B{s}"] = Arm(tree)
+        trials: list[dict] = []
+        start = time.perf_counter()
+        for trial in range(settings.trials):
+            trial_start = time.perf_counter()
+            steps, times = run_arms(arms, [case], settings.processes, settings.rounds,
+                                    settings.sample_ms)
+            per_arm = times[case.name]
+            for s, arm in [(0.0, "A2")] + [(s, f"B{s}") for s in settings.slowdowns]:
+                record = {"trial": trial, "slowdown": s, "steps": steps[0],
+                          "seconds": time.perf_counter() - trial_start}
+                for clock in ("cpu", "wall"):
+                    samples = TimeSamples(case.name, steps[0], clock, per_arm["A"][clock],
+                                          per_arm[arm][clock])
+                    v = decide(samples, settings.threshold, settings.alpha)
+                    record[clock] = {"ratio": v.ratio, "p_slower": v.p_slower,
+                                     "p_faster": v.p_faster, "ci": [v.ci_low, v.ci_high],
+                                     "log_ratios": pair_log_ratios(samples.a, samples.b)}
+                trials.append(record)
+            if on_trial is not None:
+                on_trial({"settings": record_settings, "trials": trials},
+                         trials[-1 - len(settings.slowdowns):])
+        record_settings["wall_s"] = time.perf_counter() - start
+    return {"settings": record_settings, "trials": trials}
+
+
+def rejudge(study: dict) -> dict:
+    """The study's trials judged by the current decision rule."""
+    for t in study["trials"]:
+        t["slowdown"] = float(t["slowdown"])
+        for clock in ("cpu", "wall"):
+            center, p_slower, p_faster, lo, hi = pair_test(t[clock]["log_ratios"])
+            t[clock].update(ratio=math.exp(center), p_slower=p_slower, p_faster=p_faster,
+                            ci=[math.exp(lo), math.exp(hi)])
+    return study
+
+
+def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
+             clocks=("cpu", "wall")) -> list[dict]:
+    """Rates per clock and threshold: ``false_alarm`` (A/A trials judged a
+    regression) and ``detect[s]`` (trials with slowdown s judged one)."""
+    rows = []
+    conditions = sorted({t["slowdown"] for t in trials})
+    for clock in clocks:
+        for threshold in thresholds:
+            row = {"clock": clock, "threshold": threshold, "alpha": alpha}
+            for s in conditions:
+                runs = [t[clock] for t in trials if t["slowdown"] == s]
+                hits = sum(judge(r["ratio"], r["p_slower"], r["p_faster"],
+                                         threshold, alpha) == "REGRESSION" for r in runs)
+                row[s] = (hits, len(runs))
+            rows.append(row)
+    return rows
+
+
+def smallest_clean(row: dict, min_rate: float = 0.9) -> float | None:
+    """Smallest slowdown detected in >= :obj:`min_rate` of its trials, if the
+    row raised no false alarm."""
+    if row.get(0.0, (0, 0))[0] > 0:
+        return None
+    for s in sorted(k for k in row if isinstance(k, float) and k > 0):
+        hits, n = row[s]
+        if n and hits / n >= min_rate:
+            return s
+    return None
+
+
+def format_table(trials: list[dict], rows: list[dict]) -> str:
+    conditions = sorted({t["slowdown"] for t in trials})
+    lines = ["Measured ratio B/A per condition (median over trials [min, max]):", ""]
+    lines.append("| condition | clock | median ratio | range |")
+    lines.append("|---|---|---|---|")
+    for s in conditions:
+        for clock in ("cpu", "wall"):
+            ratios = [t[clock]["ratio"] for t in trials if t["slowdown"] == s]
+            if ratios:
+                name = "A/A" if s == 0 else f"+{s:.0%}"
+                lines.append(f"| {name} | {clock} | {statistics.median(ratios):.3f} | "
+                             f"[{min(ratios):.3f}, {max(ratios):.3f}] |")
+    lines += ["", "Alarm rates per decision threshold (ratio > 1 + threshold and p < alpha):", ""]
+    header = "| clock | threshold | alpha | false alarms (A/A) | " + " | ".join(
+        f"detected +{s:.0%}" for s in conditions if s > 0) + " | smallest clean |"
+    lines.append(header)
+    lines.append("|" + "---|" * (header.count("|") - 1))
+    for row in rows:
+        clean = smallest_clean(row)
+        cells = [row["clock"], f"{row['threshold']:.1%}", f"{row['alpha']}",
+                 "{}/{}".format(*row.get(0.0, (0, 0)))]
+        cells += ["{}/{}".format(*row[s]) for s in conditions if s > 0]
+        cells.append(f"+{clean:.0%}" if clean is not None else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""A gate worker: one process measuring one arm (a tree under one Python).
+
+Run by path, never imported: ``python worker.py --mode time|work --tree T
+--instrument DIR --cases JSON``. gnnperf comes from the arm's tree (put first
+on ``sys.path``); the instrument (``case.py`` and ``workcount.py``) from the
+head checkout's ``gnnperf`` folder :obj:`DIR`, loaded by path, so both arms are
+built, warmed and measured by the same code. Only the standard library and
+torch are imported here: the arm's Python may be another environment.
+
+``work`` prints one JSON line: every case's work metrics (``null`` for a case
+the tree cannot build). ``time`` prints ``{"ready": ..., "step_s": [...]}``
+once prepared, then answers each request line ``{"case": i, "steps": n}`` with
+``{"wall": s, "cpu": s}`` per step, until ``{"quit": true}``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this folder heads sys.path; its modules must not shadow
+# the standard library's for the arm's imports.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+def load_instrument(folder: Path, name: str):
+    """``folder/name.py`` as a standalone module (not ``gnnperf.<name>``)."""
+    spec = importlib.util.spec_from_file_location(f"_gnnperf_gate_{name}", folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def prepare_cases(args: argparse.Namespace):
+    tree = Path(args.tree).resolve()
+    sys.path.insert(0, str(tree))
+    import gnnperf
+    from gnnperf.data import load_dataset
+    from gnnperf.errors import GnnperfError
+
+    if not Path(gnnperf.__file__).resolve().is_relative_to(tree):
+        raise SystemExit(f"gnnperf imported from {gnnperf.__file__}, not from {tree}")
+    instrument = Path(args.instrument)
+    case_module = load_instrument(instrument, "case")
+    workcount = load_instrument(instrument, "workcount") if args.mode == "work" else None
+    datasets: dict = {}
+    prepared = []
+    for text in json.loads(args.cases):
+        case = case_module.Case.from_json(json.dumps(text))
+        if case.dataset not in datasets:
+            datasets[case.dataset] = load_dataset(case.dataset)
+        try:
+            prepared.append(case_module.prepare(case, datasets[case.dataset]))
+        except GnnperfError:  # a variant this tree does not have (yet)
+            prepared.append(None)
+    return workcount, prepared
+
+
+def work(args: argparse.Namespace) -> None:
+    workcount, cases = prepare_cases(args)
+    out = []
+    for case in cases:
+        if case is None:
+            out.append(None)
+            continue
+        metrics = workcount.measure_work(case)
+        out.append(dict(metrics.to_dict(), exact=metrics.exact()))
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+def serve_time(args: argparse.Namespace) -> None:
+    _, cases = prepare_cases(args)
+    step_s = []
+    for case in cases:  # a few more warm steps, and a rough per-step time
+        if case is None:
+            step_s.append(None)
+            continue
+        samples = []
+        for _ in range(3):
+            start = time.perf_counter()
+            case.synced_step()
+            samples.append(time.perf_counter() - start)
+        step_s.append(statistics.median(samples))
+    # A full collection costs ~0.5 s with torch loaded; freeze the set-up's
+    # objects so the collector stays cheap and never runs inside a sample.
+    gc.collect()
+    gc.freeze()
+    print(json.dumps({"ready": True, "step_s": step_s}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("quit"):
+            break
+        case, steps = cases[request["case"]], request["steps"]
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            case.synced_step()
+        cpu = time.process_time() - start_cpu
+        wall = time.perf_counter() - start
+        print(json.dumps({"wall": wall / steps, "cpu": cpu / steps}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=("time", "work"), required=True)
+    parser.add_argument("--tree", required=True)
+    parser.add_argument("--instrument", required=True)
+    parser.add_argument("--cases", required=True)
+    args = parser.parse_args()
+    (work if args.mode == "work" else serve_time)(args)
+
+
+if __name__ == "__main__":
+    main()

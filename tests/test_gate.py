@@ -1,0 +1,273 @@
+"""The regression workflow through its public names: ``gnnperf gate`` (exact
+work gate, time gate, Markdown), environment arms, the decision rule, the
+injected faults, the sensitivity bookkeeping and ``gnnperf bisect`` on a
+throw-away repository."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnperf import faults, gate
+from gnnperf.case import Case
+from gnnperf.gate.sensitivity import evaluate, format_table, smallest_clean
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = "synthetic-10k"  # 2,000 nodes: a step of about a millisecond
+
+
+def _gnnperf(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gnnperf", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def tree_copies(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trees")
+    same = gate.copy_tree(ROOT, tmp / "same")
+    extra = gate.copy_tree(ROOT, tmp / "extra")
+    faults.inject(extra, "extra-op")
+    return same, extra
+
+
+# --------------------------------------------------------------------- gate command
+def test_exact_gate_passes_an_unchanged_tree_and_fails_one_extra_op(tree_copies, tmp_path):
+    same, extra = tree_copies
+    common = ["gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
+              "--base-dir", str(same)]
+    unchanged = _gnnperf(*common)
+    assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
+    assert "work gate: passed" in unchanged.stdout and "CHANGED" not in unchanged.stdout
+
+    summary = tmp_path / "summary.md"
+    changed = _gnnperf(*common, "--head-dir", str(extra), "--markdown", str(summary))
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert "work gate: FAILED" in changed.stdout
+    assert "aten.add" in changed.stdout  # names the operator that changed
+    table = summary.read_text()
+    assert "### gnnperf gate: FAILED" in table
+    row = next(line for line in table.splitlines() if line.startswith(f"| baseline@{SMALL}"))
+    assert "**changed**: aten_ops" in row and "`aten.add`" in row
+
+
+def test_time_gate_runs_end_to_end_and_writes_its_table(tree_copies, tmp_path):
+    same, _ = tree_copies
+    # A huge threshold: this checks the plumbing, not the machine's noise.
+    out = tmp_path / "gate.json"
+    result = _gnnperf("gate", "--no-work", "--variants", "baseline", "--datasets", SMALL,
+                      "--base-dir", str(same), "--processes", "3", "--rounds", "3",
+                      "--threshold", "0.5", "--quiet", "--json", str(out),
+                      "--markdown", str(tmp_path / "t.md"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"baseline@{SMALL}" in result.stdout and "time gate: passed" in result.stdout
+    report = json.loads(out.read_text())
+    verdict = report["time"]["verdicts"][0]
+    assert verdict["ci_low"] <= verdict["ratio"] <= verdict["ci_high"]
+    assert len(report["time"]["samples"][0]["a"]) == 3  # one list of rounds per pair
+    assert "| same |" in (tmp_path / "t.md").read_text()
+
+
+def test_environment_arms_run_one_tree_under_two_interpreters(tmp_path):
+    # Another venv would hold other releases; a wrapper stands in for it here.
+    wrapper = tmp_path / "venv-b" / "bin" / "python"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    out = tmp_path / "env.json"
+    result = _gnnperf("gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
+                      "--base-python", str(wrapper), "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    arms = json.loads(out.read_text())["arms"]
+    assert arms["base"] == f"{ROOT} under {wrapper}" and arms["head"] == str(ROOT)
+
+
+def test_gate_usage_errors_are_one_line(tmp_path):
+    for args, text in [(["--base", "no-such-ref-xyz"], "git archive no-such-ref-xyz failed"),
+                       (["--base-python", str(tmp_path / "nope")], "interpreter"),
+                       (["--processes", "2"], "--processes >= 3")]:
+        result = _gnnperf("gate", "--no-time", "--variants", "baseline", *args)
+        assert result.returncode == 2, result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("gnnperf:")]
+        assert len(errors) == 1 and text in errors[0], result.stderr
+
+
+def test_gate_exports_a_git_ref(tmp_path):
+    tree = gate.export_ref("HEAD", tmp_path / "base", ROOT)
+    assert (tree / "gnnperf" / "variants" / "__init__.py").is_file()
+
+
+# --------------------------------------------------------------------- decision rule
+def _samples(effect: float, noise: float = 0.08, pairs: int = 3, rounds: int = 60,
+             seed: int = 0) -> gate.TimeSamples:
+    rng = random.Random(seed)
+    a = [[0.01 * math.exp(rng.gauss(0, noise)) for _ in range(rounds)] for _ in range(pairs)]
+    b = [[0.01 * (1 + effect) * math.exp(rng.gauss(0, noise)) for _ in range(rounds)]
+         for _ in range(pairs)]
+    return gate.TimeSamples("baseline@test", 1, "cpu", a, b)
+
+
+@pytest.mark.parametrize("effect, verdict", [(0.0, "same"), (0.2, "REGRESSION"),
+                                             (-0.2, "improvement"), (0.02, "same")])
+def test_decide(effect, verdict):
+    v = gate.decide(_samples(effect), threshold=0.03, alpha=0.01)
+    assert v.verdict == verdict
+    assert v.ci_low <= v.ratio <= v.ci_high
+    assert abs(v.ratio - (1 + effect)) < 0.03
+
+
+def test_decide_needs_significance_as_well_as_size():
+    # A big but hopelessly noisy difference is not a regression.
+    v = gate.decide(_samples(0.1, noise=1.0, rounds=5), threshold=0.03, alpha=0.01)
+    assert v.p_slower > 0.01 and v.verdict == "same"
+
+
+def test_one_slow_process_is_noise_not_a_regression():
+    # Pair 3's head process runs 15% slow in every round (a process-level
+    # offset such as memory layout): consistent rounds, but one replicate.
+    samples = _samples(0.0, noise=0.05, pairs=3, rounds=60)
+    samples.b[2] = [t * 1.15 for t in samples.b[2]]
+    v = gate.decide(samples, threshold=0.03, alpha=0.01)
+    assert v.ratio > 1.03 and v.verdict == "same"
+
+
+def test_judge_and_tables():
+    assert gate.judge(1.06, 0.001, 0.999, 0.05, 0.01) == "REGRESSION"
+    assert gate.judge(1.04, 0.001, 0.999, 0.05, 0.01) == "same"
+    assert gate.judge(1.06, 0.02, 0.98, 0.05, 0.01) == "same"
+    verdict = gate.decide(_samples(0.2), 0.03, 0.01)
+    table = gate.format_time([verdict], 0.03, 0.01)
+    assert "REGRESSION" in table and "ratio" in table and "spread" in table
+    from dataclasses import asdict
+    report = {"cases": ["baseline@test", "sampled@test"], "failed": True,
+              "arms": {"base": "main", "head": "."},
+              "settings": {"threshold": 0.03, "alpha": 0.01, "processes": 3, "rounds": 60,
+                           "clock": "cpu"},
+              "time": {"verdicts": [asdict(verdict)]}}
+    md = gate.markdown(report).splitlines()
+    row = next(line for line in md if line.startswith("| baseline@test"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5] == "**REGRESSION**" and cells[6] == "off"
+    assert float(cells[3].split()[0]) == pytest.approx(verdict.ratio, abs=1e-3)
+    assert "not timed" in next(line for line in md if line.startswith("| sampled@test"))
+
+
+def test_compare_work_reports_new_benchmarks():
+    base = [None, {"exact": {"aten_ops": 1}, "op_counts": {"aten.add": 1}}]
+    head = [{"exact": {"aten_ops": 1}, "op_counts": {}},
+            {"exact": {"aten_ops": 2}, "op_counts": {"aten.add": 2}}]
+    rows = gate.compare_work(["new@g", "old@g"], base, head)
+    assert rows[0]["new"] and not rows[0]["same"]
+    assert rows[1] == {"case": "old@g", "metric": "aten_ops", "base": 1, "head": 2,
+                       "same": False}
+    assert rows[2]["op_diff"] == {"aten.add": (1, 2)}
+    table = gate.format_work(rows)
+    assert "new" in table and "CHANGED" in table and "aten.add 1->2" in table
+
+
+# --------------------------------------------------------------------- faults, sensitivity
+def test_a_fault_touches_only_the_copy_and_one_variant(tmp_path):
+    tree = gate.copy_tree(ROOT, tmp_path / "copy")
+    original = (ROOT / faults.PATCHED_FILE).read_text()
+    patch = faults.inject(tree, "slowdown", "baseline", 0.2)
+    assert (ROOT / faults.PATCHED_FILE).read_text() == original
+    assert (tree / faults.PATCHED_FILE).read_text() == original + patch
+    probe = (
+        "import torch\n"
+        "from gnnperf.data import load_dataset\n"
+        "from gnnperf.variants import get_variant, TrainConfig\n"
+        f"data = load_dataset({SMALL!r})\n"
+        "runs = {v: get_variant(v).build(data, TrainConfig(), torch.device('cpu'))\n"
+        "        for v in ('baseline', 'amp')}\n"
+        "print(runs['baseline'].step.__name__, getattr(runs['amp'].step, '__name__', ''))\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path,
+                         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["faulty_step", "step"]
+    with pytest.raises(ValueError):
+        faults.fault_patch("slowdown", "baseline", 0.0)
+
+
+def test_sensitivity_rates():
+    def trial(s, ratio, p):
+        rec = {"ratio": ratio, "p_slower": p, "p_faster": 1 - p}
+        return {"slowdown": s, "cpu": rec, "wall": rec}
+
+    trials = ([trial(0.0, 1.01, 0.2)] * 9 + [trial(0.0, 1.04, 0.001)]
+              + [trial(0.05, 1.05, 0.001)] * 10 + [trial(0.2, 1.2, 0.001)] * 10)
+    rows = evaluate(trials, [0.03, 0.045], 0.01, clocks=("cpu",))
+    assert rows[0][0.0] == (1, 10) and rows[1][0.0] == (0, 10)
+    assert rows[1][0.05] == (10, 10)
+    assert smallest_clean(rows[0]) is None
+    assert smallest_clean(rows[1]) == 0.05
+    assert "| cpu | 4.5% |" in format_table(trials, rows)
+
+
+# --------------------------------------------------------------------- bisect
+EXTRA_OP_AT, SLOWDOWN_AT, COMMITS = 3, 6, 9
+
+
+@pytest.fixture(scope="module")
+def throwaway_repo(tmp_path_factory):
+    """A copy of this tree as a repository: GOOD, then 9 commits, the 3rd
+    adding one tensor op per step, the 6th making baseline's step 30% slower."""
+    repo = gate.copy_tree(ROOT, tmp_path_factory.mktemp("bisect") / "repo")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "good")
+    for n in range(1, COMMITS + 1):
+        subject = f"commit {n}"
+        if n == EXTRA_OP_AT:
+            faults.inject(repo, "extra-op")
+            subject += ": one more op per step"
+        elif n == SLOWDOWN_AT:
+            faults.inject(repo, "slowdown", "baseline", 0.3)
+            subject += ": baseline 30% slower"
+        with open(repo / "NOTES", "a") as notes:
+            notes.write(f"{n}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", subject)
+    return repo, git
+
+
+def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
+    repo, git = throwaway_repo
+    result = _gnnperf("bisect", "HEAD~9", "HEAD", "--repo", str(repo),
+                      "--case", f"baseline@{SMALL}", "--metric", "aten_ops")
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = git("rev-parse", f"HEAD~{COMMITS - EXTRA_OP_AT}")
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"first changed commit: {expected[:12]} commit {EXTRA_OP_AT}")
+    before, after = (int(x.replace(",", "")) for x in lines[1].split(": ")[1].split(" -> "))
+    assert after == before + 1
+    runs = int(lines[2].split()[0])
+    assert runs <= gate.max_measurements(COMMITS) == 6
+
+
+def test_bisect_by_time_finds_the_slow_commit(throwaway_repo):
+    repo, git = throwaway_repo
+    case = Case("baseline", SMALL)
+    options = gate.GateOptions(processes=3, rounds=6, threshold=0.1, alpha=0.01)
+    result = gate.bisect("HEAD~9", "HEAD", case, "time", str(repo), options)
+    assert result.commit == git("rev-parse", f"HEAD~{COMMITS - SLOWDOWN_AT}")
+    assert result.confirmed and result.after > 1.15 * result.before
+    assert len(result.measurements) <= gate.max_measurements(COMMITS)
+
+
+def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo):
+    repo, _ = throwaway_repo
+    result = _gnnperf("bisect", "HEAD", "HEAD~9", "--repo", str(repo))
+    assert result.returncode == 2 and "is not an ancestor" in result.stderr
