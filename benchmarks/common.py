@@ -15,7 +15,8 @@ asv_runner 0.3.2 runs ``setup`` before every timed call, so ``setup`` only
 looks things up: datasets are generated once per ``asv run`` by
 ``setup_cache`` (written to files so a benchmark process loads only its own
 graph, which keeps ``peakmem_`` honest) and training runs are built once per
-process and kept in :data:`_RUNS`.
+process and kept in :data:`_RUNS`. :class:`Benchmark` owns every class's
+``setup``; runs are built, warmed and batched by ``gnnperf/case.py``.
 """
 from __future__ import annotations
 
@@ -208,7 +209,7 @@ def synchronize(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _gnnperf(what: str):
+def gnnperf_name(what: str):
     """``gnnperf.<module>.<name>`` or :class:`NotImplementedError` on a commit that lacks it."""
     module, _, name = what.rpartition(".")
     try:
@@ -221,7 +222,7 @@ def _gnnperf(what: str):
 def variant(name: str):
     """The registry's variant, or :class:`NotImplementedError` where it does not
     exist in this commit or cannot run on this device."""
-    get_variant = _gnnperf("variants.get_variant")
+    get_variant = gnnperf_name("variants.get_variant")
     try:
         spec = get_variant(name)
     except Exception as exc:  # GnnperfError: unknown in this commit
@@ -230,14 +231,14 @@ def variant(name: str):
 
 
 def train_config(**overrides):
-    return _gnnperf("variants.TrainConfig")(**overrides)
+    return gnnperf_name("variants.TrainConfig")(**overrides)
 
 
 # Datasets ----------------------------------------------------------------------
 def _write_graphs(names: dict[str, str]) -> dict[str, str]:
     """Generates or loads each graph once, saved to a file in asv's cache
     directory; returns key -> path, or key -> ``"!reason"`` where unavailable."""
-    load_dataset = _gnnperf("data.load_dataset")
+    load_dataset = gnnperf_name("data.load_dataset")
     out = {}
     for key, dataset in names.items():
         path = Path.cwd() / f"graph-{len(out)}.pt"
@@ -286,46 +287,113 @@ def dataset(cache: dict, key: str):
     return _DATA[key]
 
 
-# Prepared runs -------------------------------------------------------------------
-@dataclass
-class Prepared:
-    run: object
-    batches: list
-    device: torch.device
-    cursor: int = 0
+# The case module ----------------------------------------------------------------
+def _load_case_module():
+    """``gnnperf/case.py`` of this suite's checkout, loaded by path: the one
+    way to build, warm and fix a batch, used on every benchmarked commit's
+    gnnperf (it needs only the stable variant API)."""
+    import importlib.util
+    import sys
 
-    def next_batch(self):
-        batch = self.batches[self.cursor % len(self.batches)]
-        self.cursor += 1
-        return batch
-
-    def step(self) -> None:
-        """One training step on the next prepared batch, synchronised."""
-        self.run.step(self.next_batch())
-        synchronize(self.device)
+    path = Path(__file__).resolve().parents[1] / "gnnperf" / "case.py"
+    spec = importlib.util.spec_from_file_location("_gnnperf_asv_case", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-_RUNS: dict[tuple, Prepared] = {}
+CASES = _load_case_module()
 
 
-def prepared(cache: dict, key: str, variant_name: str, warm: bool = True) -> Prepared:
-    """A training run of :obj:`variant_name` on graph :obj:`key` with one
-    epoch's batches materialised (sampling stays out of the step time) and,
-    when :obj:`warm`, one warm-up epoch done (compilation included)."""
+def case(dataset_key: str, variant_name: str, warmup_epochs: int = 1, **config):
+    """The :class:`~gnnperf.case.Case` of a benchmark on this runner's device."""
+    return CASES.Case(variant_name, dataset_key, tuple(sorted(config.items())), str(device()),
+                      THREADS, warmup_epochs)
+
+
+def build_run(cache: dict, key: str, variant_name: str, **config):
+    """A fresh training run of :obj:`variant_name` on graph :obj:`key`
+    (:func:`gnnperf.case.build`), or :class:`NotImplementedError` where this
+    commit lacks the variant."""
+    variant(variant_name)
+    return CASES.build(case(key, variant_name, **config), dataset(cache, key))
+
+
+_RUNS: dict[tuple, object] = {}
+
+
+def prepared(cache: dict, key: str, variant_name: str, warm: bool = True):
+    """A :class:`~gnnperf.case.PreparedCase` of :obj:`variant_name` on graph
+    :obj:`key`: one epoch's batches materialised (sampling stays out of the
+    step time) after one warm-up epoch (compilation included), or none when
+    not :obj:`warm`; ``synced_step`` steps through them. Kept per process."""
     ident = (key, variant_name, warm)
     if ident not in _RUNS:
-        spec = variant(variant_name)
+        variant(variant_name)  # n/a where this commit lacks it
         data = dataset(cache, key)
-        dev = device()
-        run = spec.build(data, train_config(), dev)
-        batches = list(run.batches())
-        prep = Prepared(run, batches, dev)
-        if warm:
-            for _ in batches:
-                prep.step()
         _RUNS.clear()
-        _RUNS[ident] = prep
+        _RUNS[ident] = CASES.prepare(case(key, variant_name, 1 if warm else 0), data,
+                                     fixed_batch=False)
     return _RUNS[ident]
+
+
+# Base classes --------------------------------------------------------------------
+class Benchmark:
+    """The base of every gnnperf benchmark, owning asv's ``setup`` (as
+    scikit-learn's suite's ``Estimator`` does): it pins the threads, picks
+    the device, and turns what a benchmark needs into n/a
+    (:class:`NotImplementedError`) before any work, then calls
+    :meth:`make` with the cache and the named parameters.
+
+    Attributes:
+        needs_cuda: A CUDA-only figure: n/a on CPU runners.
+        technique: Applies only to variants that use this technique.
+        minibatch: Applies only to mini-batch (sampled-subgraph) variants.
+    """
+    needs_cuda = False
+    technique: str | None = None
+    minibatch = False
+
+    def setup(self, *args):
+        set_threads()
+        has_cache = hasattr(self, "setup_cache")
+        cache, params = (args[0], args[1:]) if has_cache else (None, args)
+        named = dict(zip(getattr(self, "param_names", []), params))
+        self.device = require_cuda() if self.needs_cuda else device()
+        name = named.get("variant")
+        if name is not None and self.technique and not uses(name, self.technique):
+            raise NotImplementedError(f"applies to {self.technique} variants only")
+        if name is not None and self.minibatch and not is_minibatch(name):
+            raise NotImplementedError("only mini-batch variants sample edges")
+        self.make(cache, **named)
+
+    def make(self, cache, **params) -> None:
+        """What the measured methods use (built once per process where costly)."""
+
+
+class CachedFigures(Benchmark):
+    """A benchmark whose figures ``setup_cache`` measured once per run:
+    :attr:`figures` is the entry under :meth:`figure_key`; a string or an
+    ``n/a`` entry makes the benchmark n/a, an ``error`` entry fails it."""
+
+    def figure_key(self, **params):
+        return tuple(params.values())
+
+    def make(self, cache, **params) -> None:
+        if isinstance(cache, dict) and "n/a" in cache:
+            raise NotImplementedError(cache["n/a"])
+        figures = cache.get(self.figure_key(**params), "not measured")
+        if isinstance(figures, str):
+            raise NotImplementedError(figures)
+        if "n/a" in figures:
+            raise NotImplementedError(figures["n/a"])
+        self.figures = figures
+
+    def figure(self, name: str):
+        if "error" in self.figures:
+            raise RuntimeError(f"measurement failed: {self.figures['error']}")
+        return self.figures[name]
 
 
 def timed_epoch(run, dev: torch.device) -> tuple[float, int]:

@@ -33,11 +33,11 @@ def _fresh_compile_caches() -> None:
 def measure(dataset: str, variant: str) -> dict:
     """Compiles :obj:`variant` on :obj:`dataset` cold and returns its figures."""
     common.set_threads()
-    spec = common.variant(variant)
-    data = common._gnnperf("data.load_dataset")(dataset)
+    common.variant(variant)  # n/a where this commit lacks it
+    data = common.gnnperf_name("data.load_dataset")(dataset)
     dev = common.device()
     _fresh_compile_caches()
-    run = spec.build(data, common.train_config(), dev)
+    run = common.CASES.build(common.case(dataset, variant), data)
     counter = getattr(run, "compile_counter", None)
     if counter is None:
         raise NotImplementedError("this commit's compiled technique has no compile counter")
@@ -100,63 +100,51 @@ def compile_cache(self):
 compile_cache.timeout = 3600
 
 
-class Compile:
+class Compile(common.CachedFigures):
     params = [list(PROFILE.datasets), common.variants_with("compiled", PROFILE.compile_extra)]
     param_names = ["dataset", "variant"]
     setup_cache = compile_cache
     timeout = 3600
 
-    def setup(self, cache, dataset, variant):
-        if not common.uses(variant, "compiled"):
-            raise NotImplementedError("compile metrics apply to compiled variants only")
-        self.figures = cache[f"{dataset}|{variant}"]
-        if "n/a" in self.figures:
-            raise NotImplementedError(self.figures["n/a"])
+    technique = "compiled"
 
-    def _figure(self, name):
-        if "error" in self.figures:
-            raise RuntimeError(f"compile probe failed: {self.figures['error']}")
-        return self.figures[name]
+    def figure_key(self, dataset, variant):
+        return f"{dataset}|{variant}"
 
     def track_compile_seconds(self, cache, dataset, variant):
         """First step minus a warm step: Dynamo tracing, AOTAutograd and
         inductor code generation, with an empty inductor cache."""
-        return self._figure("compile_seconds")
+        return self.figure("compile_seconds")
 
     track_compile_seconds.unit = "seconds"
 
     def track_graph_breaks(self, cache, dataset, variant):
-        return self._figure("graph_breaks")
+        return self.figure("graph_breaks")
 
     track_graph_breaks.unit = "breaks"
 
     def track_recompiles(self, cache, dataset, variant):
         """Graphs compiled after the first step, over three more epochs."""
-        return self._figure("recompiles")
+        return self.figure("recompiles")
 
     track_recompiles.unit = "graphs"
 
 
-class _TrainingSetupCost:
+class _TrainingSetupCost(common.Benchmark):
     """Builds the variant once per (dataset, variant) with an empty gnnperf
     cache (a cached METIS partition would hide its cost) and reads the
     seconds its technique reports."""
     param_names = ["dataset", "variant"]
     setup_cache = common.training_datasets_cache
     timeout = 900
-    technique = ""
     stat = ""
     _built: dict = {}
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
-        if not common.uses(variant, self.technique):
-            raise NotImplementedError(f"{self.stat} applies to {self.technique} variants only")
+    def make(self, cache, dataset, variant):
         key = (dataset, variant)
         if key not in self._built:
-            data = common.dataset(cache, dataset)
             os.environ["GNNPERF_CACHE"] = tempfile.mkdtemp(prefix="gnnperf-asv-cache-")
-            run = common.variant(variant).build(data, common.train_config(), common.device())
+            run = common.build_run(cache, dataset, variant)
             seconds = getattr(run, "setup_seconds", {})
             if self.stat not in seconds:
                 raise NotImplementedError(f"this commit's {self.technique} reports no {self.stat}")

@@ -4,14 +4,11 @@ from __future__ import annotations
 from . import common
 
 
-class Control:
+class Control(common.Benchmark):
     """asv's ``peakmem_`` is the whole process's RSS high-water mark: Python,
     torch, torch-geometric and gnnperf imports included. This no-op reports
     that floor; a step's own peak is ``peakmem_train_step - peakmem_noop``
     (minus the dataset, which the step benchmarks also hold)."""
-
-    def setup(self):
-        common.set_threads()
 
     def peakmem_noop(self):
         pass

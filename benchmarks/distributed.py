@@ -34,7 +34,7 @@ def scaling_cache(self):
     """Each variant on one rank, then on each larger world (efficiency
     against that one-rank epoch)."""
     try:
-        measure = common._gnnperf("distributed.measure_data_parallel")
+        measure = common.gnnperf_name("distributed.measure_data_parallel")
     except NotImplementedError as exc:
         return {"n/a": str(exc)}
     figures = {}
@@ -63,30 +63,24 @@ def scaling_cache(self):
 scaling_cache.timeout = 1800
 
 
-class DataParallel:
+class DataParallel(common.CachedFigures):
     """``ddp`` (full batch) and ``sampled+ddp`` across local ranks."""
     params = [common.variants_with("ddp", ("ddp", "sampled+ddp")), world_sizes()]
     param_names = ["variant", "world_size"]
     setup_cache = scaling_cache
     timeout = 1800
 
-    def setup(self, cache, variant, world_size):
-        if "n/a" in cache:
-            raise NotImplementedError(cache["n/a"])
-        self.figures = cache[f"{variant}|{world_size}"]
-        if "n/a" in self.figures:
-            raise NotImplementedError(self.figures["n/a"])
-        if "error" in self.figures:
-            raise RuntimeError(self.figures["error"])
+    def figure_key(self, variant, world_size):
+        return f"{variant}|{world_size}"
 
     def track_step_ms(self, cache, variant, world_size):
         """Epoch time of the slowest rank per step, in ms (ranks step together)."""
-        return self.figures["step_ms"]
+        return self.figure("step_ms")
 
     track_step_ms.unit = "ms"
 
     def track_scaling_overhead_pct(self, cache, variant, world_size):
         """100 * (1 - strong-scaling efficiency): 0 for perfect scaling, higher is worse."""
-        return 100.0 * (1.0 - self.figures["efficiency"])
+        return 100.0 * (1.0 - self.figure("efficiency"))
 
     track_scaling_overhead_pct.unit = "%"

@@ -24,11 +24,14 @@ def compare(data, variant: str, hidden: int, reference: str | None = None) -> di
     variant): interleaved step times, step peaks (after a warm-up step each),
     test error after the steps."""
     if reference is None:
-        reference = common._gnnperf("variants.reference_variant")(variant)
-    step_peak_bytes = common._gnnperf("measure.step_peak_bytes")
+        reference = common.gnnperf_name("variants.reference_variant")(variant)
+    step_peak_bytes = common.gnnperf_name("measure.step_peak_bytes")
     dev = common.device()
-    config = common.train_config(hidden=hidden)
-    runs = [common.variant(name).build(data, config, dev) for name in (variant, reference)]
+    for name in (variant, reference):
+        common.variant(name)  # n/a where this commit lacks it
+    label = str(getattr(data, "name", "graph"))
+    runs = [common.CASES.build(common.case(label, name, hidden=hidden), data)
+            for name in (variant, reference)]
     batches = [list(run.batches()) for run in runs]
     for run, own in zip(runs, batches):
         run.step(own[0])  # warm-up, compilation included
@@ -70,28 +73,24 @@ def ratios_cache(self):
 ratios_cache.timeout = 3600
 
 
-class TechniqueRatio:
+class TechniqueRatio(common.CachedFigures):
     params = [list(PROFILE.datasets), COMPARED, list(HIDDEN)]
     param_names = ["dataset", "variant", "hidden"]
     setup_cache = ratios_cache
     timeout = 3600
 
-    def setup(self, figures, dataset, variant, hidden):
-        self.figures = figures.get((dataset, variant, hidden), "not measured")
-        if isinstance(self.figures, str):
-            raise NotImplementedError(self.figures)
 
     def track_step_time_ratio(self, figures, dataset, variant, hidden):
         """Median step time of the variant over its reference's."""
-        return self.figures["time_ratio"]
+        return self.figure("time_ratio")
 
     def track_step_peak_ratio(self, figures, dataset, variant, hidden):
         """Step peak memory (torch CPU allocations or CUDA allocated) over the reference's."""
-        return self.figures["memory_ratio"]
+        return self.figure("memory_ratio")
 
     def track_test_error_delta_pts(self, figures, dataset, variant, hidden):
         """Test error after the same few steps minus the reference's, in points."""
-        return self.figures["error_delta"]
+        return self.figure("error_delta")
 
     track_step_time_ratio.unit = "ratio"
     track_step_peak_ratio.unit = "ratio"
@@ -122,7 +121,7 @@ def tutorial_cache(self):
 tutorial_cache.timeout = 3600
 
 
-class TutorialRatio:
+class TutorialRatio(common.CachedFigures):
     """A variant's step time over the PyG tutorial's plain step on the same
     graph, interleaved in one process: what a copy of the tutorial would
     cost relative to this variant (lower is better; a rise is a regression
@@ -132,12 +131,7 @@ class TutorialRatio:
     setup_cache = tutorial_cache
     timeout = 3600
 
-    def setup(self, figures, dataset, variant):
-        self.figures = figures.get((dataset, variant), "not measured")
-        if isinstance(self.figures, str):
-            raise NotImplementedError(self.figures)
-
     def track_step_time_ratio_to_tutorial(self, figures, dataset, variant):
-        return self.figures["time_ratio"]
+        return self.figure("time_ratio")
 
     track_step_time_ratio_to_tutorial.unit = "ratio"

@@ -9,7 +9,7 @@ from .common import PROFILE
 _VARIANTS = common.scaling_variants()
 
 
-class _PerSize:
+class _PerSize(common.Benchmark):
     params = [list(PROFILE.scaling), _VARIANTS]
     param_names = ["edges", "variant"]
     setup_cache = common.scaling_graphs_cache
@@ -22,20 +22,18 @@ class ScalingStep(_PerSize):
     rounds = PROFILE.rounds
     warmup_time = 0.0
 
-    def setup(self, cache, edges, variant):
-        common.set_threads()
+    def make(self, cache, edges, variant):
         self.prep = common.prepared(cache, edges, variant, warm=True)
 
     def time_step(self, cache, edges, variant):
-        self.prep.step()
+        self.prep.synced_step()
 
 
 class ScalingMemory(_PerSize):
 
-    def setup(self, cache, edges, variant):
-        common.set_threads()
+    def make(self, cache, edges, variant):
         self.prep = common.prepared(cache, edges, variant, warm=False)
 
     def peakmem_step(self, cache, edges, variant):
         for _ in range(len(self.prep.batches)):
-            self.prep.step()
+            self.prep.synced_step()

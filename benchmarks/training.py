@@ -12,7 +12,7 @@ from . import common
 from .common import PROFILE, VARIANTS
 
 
-class _PerVariant:
+class _PerVariant(common.Benchmark):
     """Parameters shared by the per-(dataset, variant) benchmarks."""
     params = [list(PROFILE.datasets), VARIANTS]
     param_names = ["dataset", "variant"]
@@ -27,13 +27,12 @@ class TrainStep(_PerVariant):
     rounds = PROFILE.rounds
     warmup_time = 0.0  # setup already ran a warm-up epoch (and compiled)
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
+    def make(self, cache, dataset, variant):
         self.prep = common.prepared(cache, dataset, variant, warm=True)
 
     def time_train_step(self, cache, dataset, variant):
         """Wall time of one step, CUDA synchronised."""
-        self.prep.step()
+        self.prep.synced_step()
 
 
 class TrainStepMemory(_PerVariant):
@@ -41,51 +40,48 @@ class TrainStepMemory(_PerVariant):
     (imports and the dataset included: subtract ``control.peakmem_noop``) and
     the CUDA allocator's peak on GPUs."""
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
+    def make(self, cache, dataset, variant):
         # Not warmed: the first steps (compilation included) are what peaks.
         self.prep = common.prepared(cache, dataset, variant, warm=False)
 
     def peakmem_train_step(self, cache, dataset, variant):
         """One epoch's steps (one for full-graph variants): the peak of the worst."""
         for _ in range(len(self.prep.batches)):
-            self.prep.step()
+            self.prep.synced_step()
 
 
 class CudaStepMemory(_PerVariant):
     """``torch.cuda.max_memory_allocated`` over one warm step (model and data
     included); n/a on machines without CUDA."""
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
-        self.device = common.require_cuda()  # before any work: n/a on CPU
+    needs_cuda = True
+
+    def make(self, cache, dataset, variant):
         self.prep = common.prepared(cache, dataset, variant, warm=True)
 
     def track_cuda_peak_mib(self, cache, dataset, variant):
         common.synchronize(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)
-        self.prep.step()
+        self.prep.synced_step()
         return torch.cuda.max_memory_allocated(self.device) / 2**20
 
     track_cuda_peak_mib.unit = "MiB"
 
 
-class Accuracy:
+class Accuracy(common.Benchmark):
     """Test error after a fixed training budget: a rise is the regression."""
     params = [list(PROFILE.accuracy_datasets), VARIANTS]
     param_names = ["dataset", "variant"]
     setup_cache = common.training_datasets_cache
     timeout = 900
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
-        self.spec = common.variant(variant)
-        self.data = common.dataset(cache, dataset)
+    def make(self, cache, dataset, variant):
+        common.variant(variant)  # n/a where this commit lacks it
+        self.cache = cache
 
     def track_test_error_pct(self, cache, dataset, variant):
-        config = common.train_config(epochs=PROFILE.accuracy_epochs)
-        run = self.spec.build(self.data, config, common.device())
-        for _ in range(config.epochs):
+        run = common.build_run(cache, dataset, variant, epochs=PROFILE.accuracy_epochs)
+        for _ in range(PROFILE.accuracy_epochs):
             for batch in run.batches():
                 run.step(batch)
         return round(100.0 * (1.0 - run.evaluate()["test"]), 2)
@@ -93,7 +89,7 @@ class Accuracy:
     track_test_error_pct.unit = "%"
 
 
-class SampledThroughput:
+class SampledThroughput(common.Benchmark):
     """Time per million sampled edges over whole epochs (sampling included):
     the inverse of throughput, so that a rise is the regression."""
     params = [list(PROFILE.datasets), common.minibatch_variants()]
@@ -101,23 +97,22 @@ class SampledThroughput:
     setup_cache = common.training_datasets_cache
     timeout = 600
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
-        if not common.is_minibatch(variant):
-            raise NotImplementedError("only mini-batch variants sample edges")
+    minibatch = True
+
+    def make(self, cache, dataset, variant):
         self.prep = common.prepared(cache, dataset, variant, warm=True)
 
     def track_time_per_million_sampled_edges(self, cache, dataset, variant):
         per_edge = []
         for _ in range(PROFILE.throughput_epochs):
-            seconds, edges = common.timed_epoch(self.prep.run, self.prep.device)
+            seconds, edges = common.timed_epoch(self.prep.run, self.device)
             per_edge.append(seconds / max(edges, 1) * 1e6)
         return statistics.median(per_edge)
 
     track_time_per_million_sampled_edges.unit = "seconds"
 
 
-class _OffloadEpoch:
+class _OffloadEpoch(common.Benchmark):
     """Host-to-device traffic of the offload variants over one epoch (after
     a warm-up one), with NVML watching. CUDA-only: n/a on CPU, where the copy
     is a no-op."""
@@ -126,12 +121,12 @@ class _OffloadEpoch:
     setup_cache = common.training_datasets_cache
     timeout = 600
 
-    def setup(self, cache, dataset, variant):
-        common.set_threads()
-        dev = common.require_cuda()  # before any work: n/a on CPU
-        open_monitor = common._gnnperf("monitor.GpuMonitor").for_device
-        run = common.variant(variant).build(common.dataset(cache, dataset),
-                                            common.train_config(), dev)
+    needs_cuda = True
+
+    def make(self, cache, dataset, variant):
+        dev = self.device
+        open_monitor = common.gnnperf_name("monitor.GpuMonitor").for_device
+        run = common.build_run(cache, dataset, variant)
         common.timed_epoch(run, dev)  # warm-up: allocator, cuBLAS handles
         monitor, self.monitor_note = open_monitor(dev)
         self.util = None
@@ -169,8 +164,8 @@ class OffloadGpuIdle(_OffloadEpoch):
     """100 - mean NVML GPU utilisation while an offload variant trains
     (higher is worse: the GPU waits for batches); n/a without NVML."""
 
-    def setup(self, cache, dataset, variant):
-        super().setup(cache, dataset, variant)
+    def make(self, cache, dataset, variant):
+        super().make(cache, dataset, variant)
         if self.util is None:
             raise NotImplementedError(f"no GPU utilisation: {self.monitor_note}")
 

@@ -11,19 +11,19 @@ metrics that do not apply (graph breaks of an eager variant).
 """
 from __future__ import annotations
 
-from .common import THREADS, VARIANTS
+from . import common
+from .common import VARIANTS
 
-DATASETS = ["cora", "synthetic-10k"]
+DATASETS = list(common.CASES.DEFAULT_DATASETS)
 
 
 def _measure_all() -> dict:
-    """Work metrics of every (dataset, variant), or None where unavailable."""
-    import torch
-
-    torch.set_num_threads(THREADS)
+    """Work metrics of every (dataset, variant), or None where unavailable:
+    the cases prepared by ``gnnperf/case.py``, measured by the commit's
+    :func:`gnnperf.workcount.measure_work`."""
     try:
         from gnnperf.data import load_dataset
-        from gnnperf.workcount import work_metrics
+        from gnnperf.workcount import measure_work
     except ImportError:
         return {}
     results: dict = {}
@@ -34,13 +34,14 @@ def _measure_all() -> dict:
             continue
         for variant in VARIANTS:
             try:
-                results[dataset, variant] = work_metrics(variant, data, threads=THREADS).exact()
+                case = common.CASES.Case(variant, dataset, threads=common.THREADS)
+                results[dataset, variant] = measure_work(common.CASES.prepare(case, data)).exact()
             except Exception:  # a variant this commit lacks, or CUDA-only here
                 results[dataset, variant] = None
     return results
 
 
-class _Base:
+class _Base(common.Benchmark):
     params = [DATASETS, VARIANTS]
     param_names = ["dataset", "variant"]
     timeout = 900  # compiles the compiled variants once per dataset
@@ -48,18 +49,14 @@ class _Base:
     def setup_cache(self):
         return _measure_all()
 
-    def _pick(self, cache, dataset, variant) -> dict:
-        metrics = cache.get((dataset, variant))
-        if metrics is None:
+    def make(self, cache, dataset, variant):
+        self.metrics = cache.get((dataset, variant))
+        if self.metrics is None:
             raise NotImplementedError(f"no work metrics for {variant} on {dataset}")
-        return metrics
 
 
 class WorkMetrics(_Base):
     """Work of one training step (the same batch each time, after warm-up)."""
-
-    def setup(self, cache, dataset, variant):
-        self.metrics = self._pick(cache, dataset, variant)
 
     def track_aten_ops(self, cache, dataset, variant):
         return self.metrics["aten_ops"]
@@ -89,8 +86,8 @@ class WorkMetrics(_Base):
 class CompileMetrics(_Base):
     """Dynamo's graphs, graph breaks and recompiles (compiled variants only)."""
 
-    def setup(self, cache, dataset, variant):
-        self.metrics = self._pick(cache, dataset, variant)
+    def make(self, cache, dataset, variant):
+        super().make(cache, dataset, variant)
         if self.metrics["compiled_graphs"] is None:
             raise NotImplementedError(f"{variant} is not compiled")
 

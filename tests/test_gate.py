@@ -260,7 +260,7 @@ def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
 def test_bisect_by_time_finds_the_slow_commit(throwaway_repo):
     repo, git = throwaway_repo
     case = Case("baseline", SMALL)
-    options = gate.GateOptions(processes=3, rounds=6, threshold=0.1, alpha=0.01)
+    options = gate.GateOptions(processes=4, rounds=5, threshold=0.1, alpha=0.05)
     result = gate.bisect("HEAD~9", "HEAD", case, "time", str(repo), options)
     assert result.commit == git("rev-parse", f"HEAD~{COMMITS - SLOWDOWN_AT}")
     assert result.confirmed and result.after > 1.15 * result.before

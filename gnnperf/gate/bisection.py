@@ -149,7 +149,8 @@ def _bisect_time(chain, case, options, tree, log, repo) -> BisectResult:
     last = gate(good, chain[-1])
     if last["verdict"] != "REGRESSION":
         raise GnnperfError(f"the gate sees no regression of {case.name} from {good[:12]} to "
-                           f"{chain[-1][:12]} (ratio {last['ratio']:.3f}); nothing to bisect")
+                           f"{chain[-1][:12]} (ratio {last['ratio']:.3f}, p {last['p_slower']:.3f}); "
+                           f"nothing to bisect, or more --processes to see it")
     lo, hi = 0, len(chain) - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
