@@ -3,8 +3,8 @@
 
 1. Clones this repository's committed HEAD (BASE) into a temporary folder and
    commits, on its ``main``: a no-op commit (NOOP, a comment) and then a slow
-   commit (SLOW: ``TrainingRun.step`` does extra forward passes, which makes a
-   training step well over 30% slower).
+   commit (SLOW: :mod:`gnnperf.faults` makes every training step burn 50% more
+   CPU time).
 2. Runs the documented gate twice, in one go:
    ``asv continuous --factor F -b time_train_step BASE NOOP`` (must exit 0) and
    ``asv continuous --factor F -b time_train_step NOOP SLOW`` (must exit 1),
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import socket
 import statistics
@@ -37,12 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = "training.TrainStep.time_train_step"
 
-SLOW_LINES = [
-    "        # asv gate demo: injected extra work (two forward passes without grad)",
-    "        with torch.no_grad():",
-    "            for _ in range(2):",
-    "                self.model(batch.x, batch.graph, batch.edge_weight)",
-]
+sys.path.insert(0, str(ROOT))
+from gnnperf import faults  # noqa: E402
+
+SLOWDOWN = 0.5  # +50% CPU time per training step, every variant (gnnperf.faults)
 
 
 def sh(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -57,18 +54,6 @@ def git(repo: Path, *args: str) -> str:
     return sh(["git", *args], repo).stdout.strip()
 
 
-def inject_slowdown(repo: Path) -> None:
-    path = repo / "gnnperf" / "variants" / "base.py"
-    lines = path.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(r"\s+def step\(self, batch", line))
-    # The line after the docstring that follows the signature.
-    doc = next(i for i in range(start + 1, len(lines)) if '"""' in lines[i])
-    if lines[doc].count('"""') == 1:
-        doc = next(i for i in range(doc + 1, len(lines)) if '"""' in lines[i])
-    lines[doc + 1:doc + 1] = SLOW_LINES
-    path.write_text("\n".join(lines) + "\n")
-
-
 def make_commits(repo: Path) -> dict[str, str]:
     git(repo, "config", "user.email", "gate-demo@localhost")
     git(repo, "config", "user.name", "asv gate demo")
@@ -77,8 +62,8 @@ def make_commits(repo: Path) -> dict[str, str]:
     init.write_text(init.read_text() + "# asv gate demo: a no-op commit\n")
     git(repo, "commit", "-q", "-am", "no-op: a comment")
     noop = git(repo, "rev-parse", "HEAD")
-    inject_slowdown(repo)
-    git(repo, "commit", "-q", "-am", "slow: extra forward passes in TrainingRun.step")
+    faults.inject(repo, "slowdown", None, SLOWDOWN)
+    git(repo, "commit", "-q", "-am", f"slow: every training step +{SLOWDOWN:.0%} CPU time")
     slow = git(repo, "rev-parse", "HEAD")
     return {"BASE": base, "NOOP": noop, "SLOW": slow}
 

@@ -136,8 +136,8 @@ class TimeWorker:
 
 
 def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
-             sample_ms: float, progress: Callable[[int, int], None] | None = None
-             ) -> tuple[list[int], dict]:
+             sample_ms: float, progress: Callable[[int, int], None] | None = None,
+             pin_cpus: bool = True) -> tuple[list[int], dict]:
     """Interleaved timing of every case in every arm.
 
     ``processes`` times, one worker process per arm is started (together);
@@ -146,17 +146,29 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
     (each sample follows one of the other arm as often as one of its own),
     for more arms in a random order each round (seeded), since a fixed
     rotation makes each arm always follow the same one (measured here: a
-    sample after a busy-loop arm ran ~1.5% slower). Returns the block
+    sample after a busy-loop arm ran ~1.5% slower). With :obj:`pin_cpus`
+    the workers of a set share one CPU (Linux), so a CPU's speed is common
+    to both arms of a pair and cancels in their ratio. Returns the block
     size per case (the first arm's step time sets it, the same for all arms)
     and ``times[case][arm][clock][process][round]`` in seconds per step, for
     the ``cpu`` and ``wall`` clocks."""
     names = list(arms)
     steps: list[int] = []
     times = {case.name: {arm: {"cpu": [], "wall": []} for arm in names} for case in cases}
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     for proc_set in range(processes):
         workers = {name: TimeWorker(arm, cases) for name, arm in arms.items()}
         try:
             step_s = {name: w.ready() for name, w in workers.items()}
+            if pin_cpus and len(cpus) > 1:
+                # Once started (in parallel), every arm's worker of this set
+                # moves to one CPU, the CPU rotating over the sets. A worker
+                # otherwise lives on whichever CPU it started on, and one CPU
+                # of a VM can run slower than the other for minutes: measured
+                # here, A/A pair estimates spread 0.033-0.090 (sd of log
+                # ratio) unpinned and 0.008-0.013 pinned, interleaved runs.
+                for w in workers.values():
+                    os.sched_setaffinity(w.proc.pid, {cpus[proc_set % len(cpus)]})
             if not steps:  # a case missing from an arm is not timed (0 steps)
                 steps = [0 if any(step_s[name][i] is None for name in names)
                          else max(1, round(sample_ms / 1e3 / step_s[names[0]][i]))
@@ -189,9 +201,10 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
 
 def run_time(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
              sample_ms: float, clock: str = "cpu",
-             progress: Callable[[int, int], None] | None = None) -> list[TimeSamples]:
+             progress: Callable[[int, int], None] | None = None,
+             pin_cpus: bool = True) -> list[TimeSamples]:
     """:func:`run_arms` on the ``base`` and ``head`` arms, as samples per case."""
-    steps, times = run_arms(arms, cases, processes, rounds, sample_ms, progress)
+    steps, times = run_arms(arms, cases, processes, rounds, sample_ms, progress, pin_cpus)
     other = "wall" if clock == "cpu" else "cpu"
     per_case = [(case.name, n) for case, n in zip(cases, steps) if n]
     return [TimeSamples(name, n, clock, times[name]["base"][clock], times[name]["head"][clock],

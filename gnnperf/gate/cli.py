@@ -31,6 +31,9 @@ def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds:
                         help="minimum effect: relative slowdown that may fail (default 0.03)")
     parser.add_argument("--alpha", type=float, default=0.01,
                         help="one-sided significance level (default 0.01)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="let the OS place the workers (default: both arms of a pair "
+                             "share one CPU, so a slow CPU cancels in their ratio)")
     parser.add_argument("--base-python", default=sys.executable,
                         help="interpreter of the base arm (another venv: other torch or "
                              "torch-geometric releases; default: this one)")
@@ -95,6 +98,7 @@ def add_parsers(sub) -> None:
     study.add_argument("--sample-ms", type=float, default=12.0)
     study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05")
     study.add_argument("--alpha", type=float, default=0.01)
+    study.add_argument("--no-pin", action="store_true", help="let the OS place the workers")
     study.add_argument("--json", type=Path, help="write every trial here (after each trial)")
     study.add_argument("--from-json", type=Path, help="re-judge a previous --json file")
 
@@ -126,7 +130,7 @@ def gate_command(args: argparse.Namespace) -> int:
         processes=args.processes, rounds=args.rounds, sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,
         time=not args.no_time, work=not args.no_work,
-        accept_work_change=args.accept_work_change)
+        accept_work_change=args.accept_work_change, pin_cpus=not args.no_pin)
     result = run_gate(options, _log(args.quiet))
     print(result.text)
     if args.json:
@@ -144,7 +148,8 @@ def bisect_command(args: argparse.Namespace) -> int:
     options = GateOptions(head_dir=str(CHECKOUT),
                           base_python=args.base_python, head_python=args.head_python,
                           processes=args.processes, rounds=args.rounds,
-                          sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha)
+                          sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha,
+                          pin_cpus=not args.no_pin)
     options.validate()
     start = time.perf_counter()
     result = bisect(args.good, args.bad, _cases(args.case), args.metric, args.repo, options,
@@ -168,7 +173,8 @@ def sensitivity_command(args: argparse.Namespace) -> int:
         study = rejudge(json.loads(args.from_json.read_text()))
     else:
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
-                                 args.rounds, args.sample_ms, args.alpha, thresholds[0])
+                                 args.rounds, args.sample_ms, args.alpha, thresholds[0],
+                                 pin_cpus=not args.no_pin)
 
         def progress(study: dict, latest: list[dict]) -> None:
             done = latest[0]["trial"] + 1

@@ -37,6 +37,8 @@ class GateOptions:
         clock (str): ``cpu`` (the worker's CPU time) or ``wall``.
         threshold (float): Minimum relative slowdown that may fail.
         alpha (float): One-sided significance level.
+        pin_cpus (bool): Both arms' workers of a pair on one CPU (see
+            :func:`~gnnperf.gate.arms.run_arms`).
     """
     base: str | None = None
     base_dir: str | None = None
@@ -55,6 +57,7 @@ class GateOptions:
     time: bool = True
     work: bool = True
     accept_work_change: bool = False
+    pin_cpus: bool = True
     cases: list[Case] = field(default_factory=list)
 
     def validate(self) -> None:
@@ -118,7 +121,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
     report: dict = {"cases": names,
                     "arms": {name: arm.describe() for name, arm in arms.items()},
                     "settings": {k: getattr(options, k) for k in (
-                        "processes", "rounds", "sample_ms", "clock", "threshold", "alpha")}}
+                        "processes", "rounds", "sample_ms", "clock", "threshold", "alpha", "pin_cpus")}}
     text: list[str] = []
     failed = False
     if options.work:
@@ -140,7 +143,8 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         start = time.perf_counter()
         samples = arm_runner.run_time(
             arms, cases, options.processes, options.rounds, options.sample_ms, options.clock,
-            progress=lambda i, n: log(f"  pair {i}/{n} done ({time.perf_counter() - start:.0f} s)"))
+            progress=lambda i, n: log(f"  pair {i}/{n} done ({time.perf_counter() - start:.0f} s)"),
+            pin_cpus=options.pin_cpus)
         verdicts = [decide(s, options.threshold, options.alpha) for s in samples]
         report["time"] = {"samples": [asdict(s) for s in samples],
                           "verdicts": [asdict(v) for v in verdicts],

@@ -45,6 +45,7 @@ class StudySettings:
     sample_ms: float = 12.0
     alpha: float = 0.01
     threshold: float = 0.03
+    pin_cpus: bool = True
 
 
 def calibrate(arm: Arm, case: Case, samples: int = 30) -> float:
@@ -66,7 +67,7 @@ def run_study(settings: StudySettings, source: Path,
     record_settings = {"case": case.name, "trials": settings.trials,
                        "processes": settings.processes, "rounds": settings.rounds,
                        "sample_ms": settings.sample_ms, "alpha": settings.alpha,
-                       "threads": case.threads}
+                       "threads": case.threads, "pin_cpus": settings.pin_cpus}
     with tempfile.TemporaryDirectory(prefix="gnnperf-sensitivity-") as tmp:
         tree_a = copy_tree(source, Path(tmp) / "A")
         record_settings["step_cpu_s"] = calibrate(Arm(tree_a), case)
@@ -80,7 +81,7 @@ def run_study(settings: StudySettings, source: Path,
         for trial in range(settings.trials):
             trial_start = time.perf_counter()
             steps, times = run_arms(arms, [case], settings.processes, settings.rounds,
-                                    settings.sample_ms)
+                                    settings.sample_ms, pin_cpus=settings.pin_cpus)
             per_arm = times[case.name]
             for s, arm in [(0.0, "A2")] + [(s, f"B{s}") for s in settings.slowdowns]:
                 record = {"trial": trial, "slowdown": s, "steps": steps[0],
