@@ -154,3 +154,59 @@ def test_user_datasets_show_numbers_or_na(tmp_path):
         else:
             assert value > 0, f"{dataset} {variant} should be a number"
     assert {d for d, _ in values} == {"'synthetic-cora'", repr(str(good)), repr(str(missing))}
+
+
+def _spyglass(tmp: Path) -> Path:
+    """asv-spyglass in its own venv (it needs Python >= 3.12; the suite's
+    venv may be older), or a skip where no such Python is on the PATH."""
+    import glob
+    import shutil
+
+    candidates = [shutil.which(name) for name in ("python3.13", "python3.12")]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))
+    python = next((c for c in candidates if c and subprocess.run(
+        [c, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+        capture_output=True).returncode == 0), None)  # a pyenv shim of an inactive version fails
+    if python is None:
+        pytest.skip("asv-spyglass needs Python >= 3.12; none found")
+    venv = tmp / "spyglass"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "asv-spyglass"],
+                             capture_output=True, text=True, timeout=600)
+    if install.returncode != 0:
+        pytest.skip(f"asv-spyglass not installable here: {install.stderr.strip()[-300:]}")
+    return venv / "bin" / "asv-spyglass"
+
+
+def test_spyglass_compares_one_commit_across_two_environments(tmp_path):
+    """docs/asv.md's route for dependency releases: ``asv compare -E a -E b``
+    compares each environment with itself (ratio 1 everywhere); asv-spyglass
+    compares the two result files. The files are written by asv's own
+    ``Results`` for two environments of one commit, as ``asv run`` does."""
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    bench = {"name": "training.TrainStep.time_train_step", "version": "v1", "type": "time",
+             "params": [["'cora'"], ["'baseline'", "'sampled'"]], "unit": "seconds",
+             "param_names": ["dataset", "variant"]}
+    results = tmp_path / "results"
+    (results / "runner").mkdir(parents=True)
+    (results / "benchmarks.json").write_text(json.dumps({bench["name"]: bench, "version": 2}))
+    files = []
+    for env, medians in (("existing-pyg-2.7.0", [0.0200, 0.0100]),
+                         ("existing-pyg-2.8.1", [0.0250, 0.0100])):
+        run = Results({"machine": "runner"}, {"torch-geometric": env[-5:]}, "a" * 40, 1,
+                      "3.11", env, {})
+        samples = [[m * f for f in (0.99, 1.0, 1.01)] for m in medians]
+        run.add_result(bench, BenchmarkResult(result=medians, samples=samples, number=[1, 1],
+                                              errcode=0, stderr="", profile=None))
+        run.save(str(results))
+        files.append(results / "runner" / f"{'a' * 8}-{env}.json")
+    out = subprocess.run([str(_spyglass(tmp_path)), "compare", *map(str, files),
+                          str(results / "benchmarks.json")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1, out.stderr  # exit 1: a benchmark worsened by more than 10%
+    rows = {line.split("|")[-2].strip().split(" [")[0]: line.split("|")[4].strip()
+            for line in out.stdout.splitlines() if "time_train_step(" in line}
+    assert rows == {"training.TrainStep.time_train_step('cora', 'baseline')": "1.25",
+                    "training.TrainStep.time_train_step('cora', 'sampled')": "1"}
