@@ -2,7 +2,7 @@
 and prepared training runs cached per process.
 
 The profile comes from ``$GNNPERF_ASV_PROFILE`` (``quick``, the default, for CPU
-CI; ``full`` for GPU runners), never from editing files; ``$GNNPERF_ASV_DATASETS``
+CI; ``pr`` for the GPU pull-request gate; ``full`` for GPU runners' nightly), never from editing files; ``$GNNPERF_ASV_DATASETS``
 adds the user's graphs to it (``cora,ogbn-arxiv,/data/graph.pt``: any name
 ``gnnperf run --dataset`` takes; one that cannot load here is n/a).
 
@@ -126,6 +126,25 @@ PROFILES = {
         scaling_variants=("baseline", "sampled"),
         compile_extra=(),
         repeat=(15, 40, 6.0),
+        rounds=2,
+        throughput_epochs=3,
+    ),
+    # The GPU workflow's pull-request gate, sized for about 30 minutes on both
+    # commits together: the full profile is ~90 timed, 85 peakmem and ~540
+    # tracked benchmarks at up to 20 s x 4 rounds each (hours per commit,
+    # nightly only). The gate keeps what a PR can break unnoticed: every
+    # variant's step time and CUDA peak on Cora and a 10^6-edge graph, and the
+    # exact work metrics (selected with asv's --bench in gpu.yml). Estimated
+    # from these settings, not yet timed on a GPU runner.
+    "pr": Profile(
+        name="pr",
+        datasets=("cora", "synthetic-1m"),
+        accuracy_datasets=("cora",),
+        accuracy_epochs=100,
+        scaling=("1e4", "1e5", "1e6"),
+        scaling_variants=("baseline", "sampled"),
+        compile_extra=(),
+        repeat=(10, 30, 5.0),
         rounds=2,
         throughput_epochs=3,
     ),

@@ -78,7 +78,11 @@ def pair_test(log_ratios: list[list[float]]) -> tuple[float, float, float, float
     worker process carries through all its rounds (memory layout; measured
     here up to ~10% on Cora-sized steps) counts as noise, not as signal.
     Returns (estimate, p_slower, p_faster, ci_low, ci_high) in log space."""
-    from scipy import stats
+    try:
+        from scipy import stats
+    except ImportError:
+        from gnnperf.errors import GnnperfError
+        raise GnnperfError("the time gate's t-test needs scipy: pip install -e '.[bench]'") from None
 
     estimates = [float(_iqm(rounds)) for rounds in log_ratios]
     mean = statistics.fmean(estimates)
