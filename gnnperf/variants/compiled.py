@@ -7,6 +7,10 @@ from gnnperf.variants.base import Technique, TrainingRun
 
 
 def _dynamo_counts() -> tuple[int, int]:
+    # Private: torch.compiler has no public graph or graph-break count (only
+    # torch._dynamo.explain, which recompiles). Canary:
+    # tests/test_workcount.py::test_measure_work_of_a_compiled_variant_has_no_recompiles
+    # needs compiled_graphs >= 1 from these counters.
     from torch._dynamo.utils import counters
     return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
