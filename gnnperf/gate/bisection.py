@@ -130,7 +130,7 @@ def _bisect_work(chain, case, metric, tree, log, repo) -> BisectResult:
 
 def _bisect_time(chain, case, options, tree, log, repo) -> BisectResult:
     measured: list[tuple[str, object]] = []
-    timing = replace(options, work=False, time=True, cases=[case])
+    timing = replace(options, work_gate=False, time_gate=True, cases=[case])
 
     def gate(base: str, head: str):
         arms = {"base": Arm(tree(base), options.base_python),

@@ -129,7 +129,7 @@ def gate_command(args: argparse.Namespace) -> int:
         datasets=tuple(d.strip() for d in args.datasets.split(",") if d.strip()),
         processes=args.processes, rounds=args.rounds, sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,
-        time=not args.no_time, work=not args.no_work,
+        time_gate=not args.no_time, work_gate=not args.no_work,
         accept_work_change=args.accept_work_change, pin_cpus=not args.no_pin)
     result = run_gate(options, _log(args.quiet))
     print(result.text)

@@ -37,8 +37,12 @@ class GateOptions:
         clock (str): ``cpu`` (the worker's CPU time) or ``wall``.
         threshold (float): Minimum relative slowdown that may fail.
         alpha (float): One-sided significance level.
+        time_gate (bool), work_gate (bool): Which gates run.
+        accept_work_change (bool): Report a changed work metric without failing.
         pin_cpus (bool): Both arms' workers of a pair on one CPU (see
             :func:`~gnnperf.gate.arms.run_arms`).
+        cases (list): Explicit :class:`~gnnperf.case.Case` s instead of
+            :obj:`variants` x :obj:`datasets`.
     """
     base: str | None = None
     base_dir: str | None = None
@@ -54,8 +58,8 @@ class GateOptions:
     clock: str = "cpu"
     threshold: float = 0.03
     alpha: float = 0.01
-    time: bool = True
-    work: bool = True
+    time_gate: bool = True
+    work_gate: bool = True
     accept_work_change: bool = False
     pin_cpus: bool = True
     cases: list[Case] = field(default_factory=list)
@@ -69,7 +73,7 @@ class GateOptions:
             raise GnnperfError("need 0 <= --threshold < 1 and 0 < --alpha < 1")
         if self.sample_ms <= 0:
             raise GnnperfError("--sample-ms must be > 0")
-        if not (self.time or self.work):
+        if not (self.time_gate or self.work_gate):
             raise GnnperfError("--no-time and --no-work together leave nothing to compare")
         for python in (self.base_python, self.head_python):
             if not Path(python).is_file():
@@ -124,7 +128,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                         "processes", "rounds", "sample_ms", "clock", "threshold", "alpha", "pin_cpus")}}
     text: list[str] = []
     failed = False
-    if options.work:
+    if options.work_gate:
         log(f"work metrics of {len(cases)} benchmarks in both arms ...")
         work = arm_runner.run_work(arms, cases)
         rows = compare_work(names, work["base"], work["head"])
@@ -137,7 +141,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                         "if intended)")
         else:
             text.append("work gate: " + ("changed, accepted" if changed else "passed"))
-    if options.time:
+    if options.time_gate:
         log(f"timing {len(cases)} benchmarks: {options.processes} process pairs x "
             f"{options.rounds} interleaved rounds ...")
         start = time.perf_counter()
