@@ -34,7 +34,7 @@ class Case:
         variant (str): Registry name (``baseline`` or techniques joined by ``+``).
         dataset (str): Any name :func:`gnnperf.data.load_dataset` takes.
         config (tuple): ``TrainConfig`` overrides as sorted ``(name, value)``
-            pairs (see :meth:`with_config`); empty for the defaults.
+            pairs; empty for the defaults.
         device (str): ``cpu``, ``cuda`` or ``cuda:N``.
         threads (int): torch intra-op threads (``None``: leave as is). The
             work counts of some parallel kernels' scratch buffers depend on it.
@@ -56,11 +56,6 @@ class Case:
                              f"e.g. baseline@cora")
         return cls(variant.strip(), dataset.strip(), **fields)
 
-    def with_config(self, **overrides: Any) -> "Case":
-        merged = dict(self.config, **overrides)
-        return Case(self.variant, self.dataset, tuple(sorted(merged.items())), self.device,
-                    self.threads, self.warmup_epochs)
-
     @property
     def name(self) -> str:
         return f"{self.variant}@{self.dataset}"
@@ -73,7 +68,8 @@ class Case:
     @classmethod
     def from_json(cls, text: str) -> "Case":
         doc = json.loads(text)
-        return cls(doc["variant"], doc["dataset"], tuple(sorted(doc["config"].items())),
+        config = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["config"].items()}
+        return cls(doc["variant"], doc["dataset"], tuple(sorted(config.items())),
                    doc["device"], doc["threads"], doc["warmup_epochs"])
 
 
@@ -101,11 +97,6 @@ class PreparedCase:
     @property
     def dataset(self) -> str:
         return self.case.dataset
-
-    @property
-    def batch(self):
-        """The batch of the next step."""
-        return self.batches[self.cursor % len(self.batches)]
 
     def step(self) -> None:
         """One training step on the next prepared batch (not synchronised:

@@ -63,6 +63,9 @@ def fault_patch(kind: str, variant: str | None = None, amount: float = 0.0) -> s
 def inject(tree: Path, kind: str, variant: str | None = None, amount: float = 0.0) -> str:
     """Appends :func:`fault_patch` to :obj:`tree`'s variant registry; returns
     the patch."""
+    if variant is not None:  # the registry's spelling ("amp+compiled" for "compiled+amp")
+        from gnnperf.variants import get_variant
+        variant = get_variant(variant).name
     patch = fault_patch(kind, variant, amount)
     with open(Path(tree) / PATCHED_FILE, "a") as registry:
         registry.write(patch)

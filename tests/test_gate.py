@@ -271,3 +271,34 @@ def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo):
     repo, _ = throwaway_repo
     result = _gnnperf("bisect", "HEAD", "HEAD~9", "--repo", str(repo))
     assert result.returncode == 2 and "is not an ancestor" in result.stderr
+
+
+def test_the_work_gate_measures_each_case_before_building_the_next(tmp_path):
+    # Building a case resets Dynamo: a compiled case prepared before another
+    # one used to recompile inside its own measurement (recompiles 1, not 0).
+    pytest.importorskip("torch._inductor")
+    out = tmp_path / "work.json"
+    result = _gnnperf("gate", "--no-time", "--variants", "compiled,baseline", "--datasets", SMALL,
+                      "--base-dir", str(ROOT), "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    compiled = json.loads(out.read_text())["work"]["head"][0]
+    assert compiled["variant"] == "compiled" and compiled["compiled_graphs"] >= 1
+    assert compiled["recompiles"] == 0
+
+
+def test_a_case_survives_its_json_round_trip():
+    case = Case("sampled", "cora", (("batch_size", 64), ("fanout", (5, 5))), "cpu", 1, 2)
+    assert Case.from_json(case.to_json()) == case
+    hash(Case.from_json(case.to_json()))  # usable as a key
+
+
+def test_sensitivity_usage_errors_are_one_line(tmp_path):
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{}")
+    for args, text in [(["--processes", "2"], "--processes >= 3"),
+                       (["--slowdowns", "0"], "--slowdowns must be > 0"),
+                       (["--from-json", str(bad_json)], "not a study")]:
+        result = _gnnperf("sensitivity", *args)
+        assert result.returncode == 2, result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("gnnperf:")]
+        assert len(errors) == 1 and text in errors[0], result.stderr

@@ -168,7 +168,10 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
                 # here, A/A pair estimates spread 0.033-0.090 (sd of log
                 # ratio) unpinned and 0.008-0.013 pinned, interleaved runs.
                 for w in workers.values():
-                    os.sched_setaffinity(w.proc.pid, {cpus[proc_set % len(cpus)]})
+                    try:
+                        os.sched_setaffinity(w.proc.pid, {cpus[proc_set % len(cpus)]})
+                    except OSError:  # the CPU set changed, or not permitted: unpinned
+                        pass
             if not steps:  # a case missing from an arm is not timed (0 steps)
                 steps = [0 if any(step_s[name][i] is None for name in names)
                          else max(1, round(sample_ms / 1e3 / step_s[names[0]][i]))

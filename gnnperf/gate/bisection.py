@@ -92,20 +92,22 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
                 trees[commit] = arm_runner.export_ref(commit, Path(tmp) / commit[:12], repo_path)
             return trees[commit]
 
+        if options.base_python != options.head_python:
+            raise GnnperfError("bisect runs every commit under one Python; give one --python")
         if metric == "time":
             return _bisect_time(chain, case, options, tree, log, repo_path)
-        return _bisect_work(chain, case, metric, tree, log, repo_path)
+        return _bisect_work(chain, case, metric, tree, log, repo_path, options.head_python)
 
 
 def _subject(repo: Path, commit: str) -> str:
     return _git(repo, "log", "-1", "--format=%s", commit)
 
 
-def _bisect_work(chain, case, metric, tree, log, repo) -> BisectResult:
+def _bisect_work(chain, case, metric, tree, log, repo, python) -> BisectResult:
     measured: list[tuple[str, object]] = []
 
     def value(commit: str):
-        work = arm_runner.run_work({"arm": Arm(tree(commit))}, [case])["arm"][0]
+        work = arm_runner.run_work({"arm": Arm(tree(commit), python)}, [case])["arm"][0]
         found = None if work is None else work["exact"][metric]
         measured.append((commit, found))
         log(f"  {commit[:12]}: {metric} = {found}")

@@ -20,7 +20,8 @@ def _log(quiet: bool):
         lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
-def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds: int) -> None:
+def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds: int,
+                        arm_pythons: bool = True) -> None:
     parser.add_argument("--processes", type=int, default=processes,
                         help=f"worker pairs, the t-test's replicates (default {processes})")
     parser.add_argument("--rounds", type=int, default=rounds,
@@ -34,6 +35,10 @@ def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds:
     parser.add_argument("--no-pin", action="store_true",
                         help="let the OS place the workers (default: both arms of a pair "
                              "share one CPU, so a slow CPU cancels in their ratio)")
+    if not arm_pythons:
+        parser.add_argument("--python", default=sys.executable,
+                            help="interpreter every commit runs under (default: this one)")
+        return
     parser.add_argument("--base-python", default=sys.executable,
                         help="interpreter of the base arm (another venv: other torch or "
                              "torch-geometric releases; default: this one)")
@@ -83,7 +88,7 @@ def add_parsers(sub) -> None:
                              "profiled_ops, bytes_allocated, peak_bytes, compiled_graphs, "
                              "graph_breaks, recompiles")
     bisect.add_argument("--repo", default=".", help="the git repository (default: here)")
-    _add_timing_options(bisect, processes=6, rounds=30)
+    _add_timing_options(bisect, processes=6, rounds=30, arm_pythons=False)
     bisect.add_argument("--quiet", action="store_true")
 
     study = sub.add_parser(
@@ -145,8 +150,7 @@ def bisect_command(args: argparse.Namespace) -> int:
     from gnnperf.gate.bisection import bisect
     from gnnperf.gate.compare import GateOptions
 
-    options = GateOptions(head_dir=str(CHECKOUT),
-                          base_python=args.base_python, head_python=args.head_python,
+    options = GateOptions(head_dir=str(CHECKOUT), base_python=args.python, head_python=args.python,
                           processes=args.processes, rounds=args.rounds,
                           sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha,
                           pin_cpus=not args.no_pin)
@@ -170,8 +174,17 @@ def sensitivity_command(args: argparse.Namespace) -> int:
     if args.from_json:
         if not args.from_json.is_file():
             raise GnnperfError(f"--from-json {args.from_json}: no such file")
-        study = rejudge(json.loads(args.from_json.read_text()))
+        try:
+            study = rejudge(json.loads(args.from_json.read_text()))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise GnnperfError(f"--from-json {args.from_json}: not a study written by "
+                               f"gnnperf sensitivity --json ({type(exc).__name__}: {exc})") from None
     else:
+        if args.processes < 3 or args.rounds < 3 or args.trials < 1 or args.sample_ms <= 0:
+            raise GnnperfError("need --processes >= 3, --rounds >= 3, --trials >= 1 and "
+                               "--sample-ms > 0")
+        if not slowdowns or min(slowdowns) <= 0:
+            raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
                                  args.rounds, args.sample_ms, args.alpha, thresholds[0],
                                  pin_cpus=not args.no_pin)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Callable
 
 from gnnperf import faults
 from gnnperf.case import Case
+from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
 from gnnperf.gate.stats import TimeSamples, decide, judge, pair_log_ratios, pair_test
 
@@ -69,7 +71,11 @@ def run_study(settings: StudySettings, source: Path,
                        "sample_ms": settings.sample_ms, "alpha": settings.alpha,
                        "threads": case.threads, "pin_cpus": settings.pin_cpus}
     with tempfile.TemporaryDirectory(prefix="gnnperf-sensitivity-") as tmp:
-        tree_a = copy_tree(source, Path(tmp) / "A")
+        try:
+            tree_a = copy_tree(source, Path(tmp) / "A")
+        except subprocess.CalledProcessError:
+            raise GnnperfError(f"{source} is not a git checkout; the study copies the files "
+                               f"git tracks") from None
         record_settings["step_cpu_s"] = calibrate(Arm(tree_a), case)
         arms = {"A": Arm(tree_a), "A2": Arm(tree_a)}
         for s in settings.slowdowns:
@@ -82,6 +88,9 @@ def run_study(settings: StudySettings, source: Path,
             trial_start = time.perf_counter()
             steps, times = run_arms(arms, [case], settings.processes, settings.rounds,
                                     settings.sample_ms, pin_cpus=settings.pin_cpus)
+            if not steps[0]:
+                raise GnnperfError(f"{case.name} cannot run in this tree; name a registry "
+                                   f"variant and a dataset it supports")
             per_arm = times[case.name]
             for s, arm in [(0.0, "A2")] + [(s, f"B{s}") for s in settings.slowdowns]:
                 record = {"trial": trial, "slowdown": s, "steps": steps[0],

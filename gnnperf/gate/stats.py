@@ -19,13 +19,6 @@ class TimeSamples:
     a_other: list[list[float]] = field(default_factory=list)
     b_other: list[list[float]] = field(default_factory=list)
 
-    def on(self, clock: str) -> "TimeSamples":
-        """These samples judged on :obj:`clock` (``cpu`` or ``wall``)."""
-        if clock == self.clock:
-            return self
-        return TimeSamples(self.case, self.steps, clock, self.a_other, self.b_other,
-                           self.a, self.b)
-
 
 @dataclass
 class Verdict:

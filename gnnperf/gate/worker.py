@@ -40,7 +40,11 @@ def load_instrument(folder: Path, name: str):
     return module
 
 
-def prepare_cases(args: argparse.Namespace):
+def prepare_cases(args: argparse.Namespace, measure=None):
+    """Every case of :obj:`args` prepared (``None`` where the tree lacks its
+    variant); with :obj:`measure`, each is measured as soon as it is prepared
+    and only the measurement kept: building a case resets Dynamo, which would
+    make an earlier compiled case recompile inside its measurement."""
     tree = Path(args.tree).resolve()
     sys.path.insert(0, str(tree))
     import gnnperf
@@ -59,26 +63,25 @@ def prepare_cases(args: argparse.Namespace):
         if case.dataset not in datasets:
             datasets[case.dataset] = load_dataset(case.dataset)
         try:
-            prepared.append(case_module.prepare(case, datasets[case.dataset]))
+            ready = case_module.prepare(case, datasets[case.dataset])
         except GnnperfError:  # a variant this tree does not have (yet)
             prepared.append(None)
-    return workcount, prepared
+            continue
+        prepared.append(ready if measure is None else measure(workcount, ready))
+    return prepared
+
+
+def _work_of(workcount, case) -> dict:
+    metrics = workcount.measure_work(case)
+    return dict(metrics.to_dict(), exact=metrics.exact())
 
 
 def work(args: argparse.Namespace) -> None:
-    workcount, cases = prepare_cases(args)
-    out = []
-    for case in cases:
-        if case is None:
-            out.append(None)
-            continue
-        metrics = workcount.measure_work(case)
-        out.append(dict(metrics.to_dict(), exact=metrics.exact()))
-    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.write(json.dumps(prepare_cases(args, measure=_work_of)) + "\n")
 
 
 def serve_time(args: argparse.Namespace) -> None:
-    _, cases = prepare_cases(args)
+    cases = prepare_cases(args)
     step_s = []
     for case in cases:  # a few more warm steps, and a rough per-step time
         if case is None:
