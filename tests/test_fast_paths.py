@@ -4,6 +4,7 @@ import torch
 
 from gnnperf.data import load_dataset
 from gnnperf.errors import GnnperfError
+from gnnperf.models import SparseAdjacency
 from gnnperf.variants import TrainConfig, get_variant
 
 CPU = torch.device("cpu")
@@ -33,7 +34,7 @@ def test_sparse_full_batch_equals_edge_index(graph, layers):
     config = TrainConfig(hidden=64, layers=layers)
     reference, _, state = _outputs("baseline", graph, config)
     sparse, batch, _ = _outputs("sparse", graph, config, state)
-    assert batch.graph.layout == torch.sparse_csr
+    assert isinstance(batch.graph, SparseAdjacency)
     assert torch.allclose(sparse, reference, atol=1e-5)
 
 
@@ -52,9 +53,31 @@ def test_trimmed_seed_outputs_equal_untrimmed(graph, variant, layers):
         assert sources == sorted(sources, reverse=True) and sources[-1] < sources[0]
 
 
-def test_trimmed_needs_sampled():
-    with pytest.raises(GnnperfError, match="trimmed needs sampled: use sampled\\+trimmed"):
-        get_variant("trimmed")
+@pytest.mark.parametrize("variant", ["trimmed", "sparse+trimmed"])
+@pytest.mark.parametrize("layers", [2, 3])
+def test_full_batch_trimming_gives_the_full_graph_loss_and_gradients(variant, layers):
+    data = load_dataset("synthetic:nodes=3000,degree=4,features=16,classes=4")
+    config = TrainConfig(hidden=16, layers=layers, dropout=0.0)
+    runs = [get_variant(v).build(data, config, CPU) for v in ("baseline", variant)]
+    runs[1].model.load_state_dict(runs[0].model.state_dict())
+    batch = next(iter(runs[1].batches()))
+    # The receptive field, hop by hop: fewer nodes than the graph, more than the seeds.
+    assert batch.num_seeds == int(data.train_mask.sum()) < batch.x.size(0) < data.num_nodes
+    assert runs[1].stats["receptive_field_nodes"] == batch.x.size(0)
+    assert [layer.num_targets for layer in batch.layers][-1] == batch.num_seeds
+    for _ in range(3):  # identical steps: the same loss, so the same gradients
+        losses = [float(run.step(next(iter(run.batches())))) for run in runs]
+        assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    for p, q in zip(runs[0].model.parameters(), runs[1].model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
+
+
+def test_receptive_field_is_ordered_by_hop():
+    from gnnperf.variants.trimmed import receptive_field
+    # A path 0 -> 1 -> 2 -> 3 (messages flow along it) and an isolated 4.
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    nodes, per_hop = receptive_field(edge_index, torch.tensor([3]), 5, hops=2)
+    assert nodes.tolist() == [3, 2, 1] and per_hop == [1, 1, 1]
 
 
 def test_sparse_gradients_equal_edge_index_on_a_directed_graph():
@@ -87,10 +110,11 @@ def test_trimmed_training_gradients_match(graph):
     assert losses[0] == pytest.approx(losses[1], rel=1e-5)
 
 
-def test_cached_transpose_refuses_trainable_edge_weights():
-    from gnnperf.models import attach_transpose
-    adj = torch.eye(3).to_sparse_csr()
-    trainable = torch.eye(3).to_sparse_csr().requires_grad_()
+def test_sparse_adjacency_refuses_trainable_edge_weights():
     with pytest.raises(GnnperfError, match="constant edge weights"):
-        attach_transpose(trainable, adj)
-    assert attach_transpose(adj, adj).cached_transpose is adj
+        SparseAdjacency(torch.tensor([0, 1]), torch.tensor([0]), torch.ones(1, requires_grad=True),
+                        (1, 1))
+    adjacency = SparseAdjacency.from_entries(torch.tensor([0, 1, 1]), torch.tensor([1, 0, 1]),
+                                             torch.tensor([1.0, 2.0, 3.0]), (2, 2))
+    torch.testing.assert_close(adjacency.to_dense(), torch.tensor([[0.0, 1.0], [2.0, 3.0]]))
+    torch.testing.assert_close(adjacency.transpose_matrix().to_dense(), adjacency.to_dense().t())

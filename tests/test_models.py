@@ -12,10 +12,28 @@ def test_dropout_matches_torch_semantics():
     out = dropout(x, 0.3, training=True)
     kept = out != 0
     assert abs(kept.float().mean().item() - 0.7) < 0.005
-    assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / 0.7))
+    # The keep probability is p rounded to 2^-15; the scale keeps it unbiased.
+    keep_probability = 1 - round(0.3 * 2 ** 15) / 2 ** 15
+    assert abs(keep_probability - 0.7) < 2 ** -16
+    assert torch.allclose(out[kept], torch.full_like(out[kept], 1 / keep_probability))
     out.sum().backward()
     assert torch.equal(x.grad != 0, kept)  # gradient flows through kept units only
     assert dropout(x, 0.3, training=False) is x
+
+
+def test_dropout_lanes_are_independent_and_seeded():
+    from gnnperf.models import keep_mask
+    torch.manual_seed(3)
+    keep, scale = keep_mask(torch.Size([1000, 400]), 0.5, torch.device("cpu"))
+    assert scale == 2.0 and keep.shape == (1000, 400)
+    flat = keep.view(-1).float()
+    # Both lanes of each int32 (even and odd entries) keep half, independently.
+    for lane in (flat[0::2], flat[1::2]):
+        assert abs(lane.mean().item() - 0.5) < 0.005
+    pairs = torch.stack([flat[0::2], flat[1::2]])
+    assert abs(torch.corrcoef(pairs)[0, 1].item()) < 0.01
+    torch.manual_seed(3)
+    assert torch.equal(keep_mask(torch.Size([1000, 400]), 0.5, torch.device("cpu"))[0], keep)
 
 
 def test_gcn_matches_pyg_normalising_gcnconv():
@@ -71,7 +89,7 @@ def test_sparse_features_equal_dense_with_dropout_off(cora):
 
 def test_sparse_features_prefix_rows_for_trimmed_layers(cora):
     from gnnperf.models import SparseFeatures
-    features = SparseFeatures(cora.x)
+    features = SparseFeatures.from_dense(cora.x)
     for n in (1, 500, 2708):
         torch.testing.assert_close(features[:n].to_dense(), cora.x[:n])
         transpose = features[:n].transpose_matrix(features[:n].values).to_dense()

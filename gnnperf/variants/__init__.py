@@ -78,6 +78,7 @@ class Variant:
         on_host = any(t.keeps_data_on_host for t in self.techniques)
         run = TrainingRun(data, config, device,
                           data_device=torch.device("cpu") if on_host else device)
+        run.minibatch = self.minibatch
         if any(t.data_parallel for t in self.techniques):
             from gnnperf.distributed import current_shard
             run.shard = current_shard()
@@ -114,6 +115,12 @@ def get_variant(name: str) -> Variant:
         raise GnnperfError(f"variant {name!r} combines {' and '.join(batch_makers)}, which each "
                            f"build the batches; use one of them")
     for part in parts:
+        allowed = TECHNIQUES[part].trims_batches_of
+        other = [b for b in batch_makers if allowed is not None and b not in allowed]
+        if other:
+            raise GnnperfError(f"{part} works on the full graph or {' or '.join(allowed)} "
+                               f"batches, not {other[0]}'s subgraphs: use {part} or "
+                               f"{allowed[0]}+{part} (variant {name!r})")
         if TECHNIQUES[part].needs_batches and not batch_makers:
             raise GnnperfError(f"{part} moves mini-batches, so it needs one of "
                                f"{', '.join(t for t in TECHNIQUES if TECHNIQUES[t].makes_batches)}: "

@@ -160,6 +160,8 @@ class TrainingRun:
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
         # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
         self.train_nodes = self.data.train_mask.nonzero().view(-1)
+        # Whether a batch technique makes the batches (set by the variant).
+        self.minibatch = False
         # This rank's place among data-parallel ranks (None: one process does
         # all the work); batch techniques take their share of it.
         self.shard: Shard | None = None
@@ -261,6 +263,8 @@ class Technique:
     # has at most one such technique, and reports sampled edges per second.
     makes_batches: ClassVar[bool] = False
     needs_batches: ClassVar[bool] = False  # only works with a batch maker
+    # The only batch makers it works with, or the full graph (None: any).
+    trims_batches_of: ClassVar[tuple[str, ...] | None] = None
     # The graph stays in host memory; the technique moves each batch (offload).
     keeps_data_on_host: ClassVar[bool] = False
     # Ranks share the training work (ddp): the variant sets run.shard first.
