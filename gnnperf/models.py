@@ -37,13 +37,15 @@ _LANE_BITS = 15
 _LANES = 1 << _LANE_BITS
 
 
-def keep_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[Tensor, float]:
-    """A boolean keep-mask of :obj:`shape` with each entry kept independently
-    with probability :math:`1 - p'`, where :math:`p'` is :obj:`p` rounded to
-    a multiple of :math:`2^{-15}` (exact for 0.5, off by at most
-    :math:`1.5 \\cdot 10^{-5}` otherwise), and the scale :math:`1 / (1 - p')`
-    that keeps inverted dropout unbiased. Two lanes come from each int32 of
-    ``random_`` (31 random bits: bits 0-14 and 16-30)."""
+def dropout_lanes(shape: torch.Size, p: float,
+                  device: torch.device) -> tuple[Tensor, int, float]:
+    """Uniform 15-bit lanes of :obj:`shape` (int16), the threshold below
+    which an entry is dropped and the scale of the kept ones: each entry is
+    kept independently with probability :math:`1 - p'`, where :math:`p'` is
+    :obj:`p` rounded to a multiple of :math:`2^{-15}` (exact for 0.5, off by
+    at most :math:`1.5 \cdot 10^{-5}` otherwise), and scaled by
+    :math:`1 / (1 - p')`, which keeps inverted dropout unbiased. Two lanes
+    come from each int32 of ``random_`` (31 random bits: bits 0-14 and 16-30)."""
     numel = math.prod(shape)
     bits = torch.empty((numel + 1) // 2, dtype=torch.int32, device=device)
     if torch.compiler.is_compiling():
@@ -55,21 +57,29 @@ def keep_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[Tensor
         bits.random_()
     lanes = bits.view(torch.int16).bitwise_and_(_LANES - 1)
     threshold = round(p * _LANES)
-    return lanes[:numel].view(shape) >= threshold, _LANES / (_LANES - threshold)
+    return lanes[:numel].view(shape), threshold, _LANES / (_LANES - threshold)
+
+
+def keep_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[Tensor, float]:
+    """The boolean keep-mask of :func:`dropout_lanes`, and the scale."""
+    lanes, threshold, scale = dropout_lanes(shape, p, device)
+    return lanes >= threshold, scale
 
 
 class _LaneDropout(torch.autograd.Function):
-    # Inverted dropout with the keep-mask of keep_mask(); the mask is saved as
-    # bool for the backward pass.
+    # Inverted dropout with the lanes of dropout_lanes(). The output is a float
+    # copy of the lanes turned into the mask in place (to + ge_: 9 + 6 us for
+    # Cora's 30k receptive-field feature values, against 35 + 35 us for an
+    # integer compare and a bool -> float copy; torch's CPU product of a float
+    # and a bool tensor casts per element, unvectorised: 26 ms at 3.9M). The
+    # mask is saved as bool only when the input needs a gradient.
     @staticmethod
     def forward(ctx, x: Tensor, p: float) -> Tensor:
-        keep, scale = keep_mask(x.shape, p, x.device)
-        ctx.save_for_backward(keep)
+        lanes, threshold, scale = dropout_lanes(x.shape, p, x.device)
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(lanes >= threshold)
         ctx.scale = scale
-        # A float copy of the mask, multiplied in place: torch's CPU mul of a
-        # float and a bool tensor casts per element, unvectorised (Cora's
-        # 3.9M features: 26 ms, against 3.6 + 1.4 ms this way).
-        return keep.to(x.dtype).mul_(x).mul_(scale)
+        return lanes.to(x.dtype).ge_(threshold).mul_(x).mul_(scale)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
@@ -101,9 +111,11 @@ def _csr_times_dense(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
     return _sparse_times_dense(matrix, dense.contiguous())
 
 
-# The op behind csr_mm under torch.compile. Defined through torch.library.Library
-# rather than @torch.library.custom_op, whose Python wrappers cost about 60 us
-# a call here (23 us this way) on top of the product's 65 us (Cora features).
+# The product under torch.compile, which cannot trace torch.sparse tensors: an
+# opaque op, so the rest of the model compiles around it. Defined through
+# torch.library.Library rather than @torch.library.custom_op, whose Python
+# wrappers cost about 60 us a call here (23 us this way) on a 65 us product.
+# Eager mode calls the kernel directly.
 _LIBRARY = torch.library.Library("gnnperf", "DEF")
 _LIBRARY.define("csr_mm(Tensor crow, Tensor col, Tensor values, SymInt num_cols, Tensor dense) "
                 "-> Tensor")
@@ -113,16 +125,6 @@ _LIBRARY.impl("csr_mm", _csr_times_dense, "CompositeExplicitAutograd")
 @torch.library.register_fake("gnnperf::csr_mm")
 def _(crow, col, values, num_cols, dense):
     return dense.new_empty(crow.shape[0] - 1, dense.shape[1])
-
-
-def csr_mm(crow: Tensor, col: Tensor, values: Tensor, num_cols: int, dense: Tensor) -> Tensor:
-    """:obj:`M @ dense` for the CSR matrix M (:obj:`crow`, :obj:`col`,
-    :obj:`values`): the custom op op ``gnnperf::csr_mm`` under ``torch.compile``,
-    the same kernel called directly in eager mode, where a custom op's Python
-    dispatch cost about 70 us a call (six calls in a Cora step of 3 ms)."""
-    if torch.compiler.is_compiling():
-        return torch.ops.gnnperf.csr_mm(crow, col, values, num_cols, dense)
-    return _csr_times_dense(crow, col, values, num_cols, dense)
 
 
 class CsrMatrix:
@@ -151,6 +153,9 @@ class CsrMatrix:
         self.t_crow = torch.zeros(self.shape[1] + 1, dtype=crow.dtype, device=col.device)
         torch.cumsum(torch.bincount(col, minlength=self.shape[1]), 0, out=self.t_crow[1:])
         self.t_col, self.t_perm = rows.index_select(0, order), order
+        # Eager mode's torch.sparse tensors of the stored values, built on first use.
+        self._matrix: Tensor | None = None
+        self._t_matrix: Tensor | None = None
 
     @classmethod
     def from_dense(cls, dense: Tensor) -> "CsrMatrix":
@@ -183,6 +188,37 @@ class CsrMatrix:
         return type(self)(self.crow[:n + 1], self.col[:end], self.values[:end],
                           (n, self.shape[1]))
 
+    def matmul(self, dense: Tensor, values: Tensor | None = None) -> Tensor:
+        """:obj:`self @ dense`, with other stored :obj:`values` if given: the
+        op ``gnnperf::csr_mm`` under ``torch.compile``, the kernel itself in
+        eager mode (with the ``torch.sparse`` tensor of constant values built
+        once: 13 us a product here)."""
+        if torch.compiler.is_compiling():
+            return torch.ops.gnnperf.csr_mm(self.crow, self.col,
+                                            self.values if values is None else values,
+                                            self.shape[1], dense)
+        if values is None:
+            if self._matrix is None:
+                self._matrix = self.matrix()
+            return _sparse_times_dense(self._matrix, dense.contiguous())
+        return _sparse_times_dense(self.matrix(values), dense.contiguous())
+
+    def transpose_matmul(self, dense: Tensor, transposed_values: Tensor) -> Tensor:
+        """:obj:`self.T @ dense`, the transpose holding :obj:`transposed_values`
+        (in its own order: ``values[t_perm]``)."""
+        if torch.compiler.is_compiling():
+            return torch.ops.gnnperf.csr_mm(self.t_crow, self.t_col, transposed_values,
+                                            self.shape[0], dense)
+        if transposed_values is getattr(self, "t_values", None):
+            if self._t_matrix is None:
+                self._t_matrix = self._transpose(transposed_values)
+            return _sparse_times_dense(self._t_matrix, dense.contiguous())
+        return _sparse_times_dense(self._transpose(transposed_values), dense.contiguous())
+
+    def _transpose(self, transposed_values: Tensor) -> Tensor:
+        return torch.sparse_csr_tensor(self.t_crow, self.t_col, transposed_values,
+                                       (self.shape[1], self.shape[0]), check_invariants=False)
+
     def matrix(self, values: Tensor | None = None) -> Tensor:
         """As a ``torch.sparse`` CSR tensor (with other :obj:`values`)."""
         return torch.sparse_csr_tensor(self.crow, self.col,
@@ -192,8 +228,7 @@ class CsrMatrix:
     def transpose_matrix(self, values: Tensor | None = None) -> Tensor:
         """The transpose as a ``torch.sparse`` CSR tensor."""
         values = self.values if values is None else values
-        return torch.sparse_csr_tensor(self.t_crow, self.t_col, values.index_select(0, self.t_perm),
-                                       (self.shape[1], self.shape[0]), check_invariants=False)
+        return self._transpose(values.index_select(0, self.t_perm))
 
     def to_dense(self) -> Tensor:
         return self.matrix().to_dense()
@@ -203,6 +238,7 @@ class CsrMatrix:
         for name, value in vars(self).items():
             if isinstance(value, Tensor):
                 setattr(moved, name, value.to(device))
+        moved._matrix = moved._t_matrix = None
         return moved
 
 
@@ -241,51 +277,47 @@ class _CsrAggregate(torch.autograd.Function):
     # adjacency @ x for a constant adjacency; the backward multiplies by its
     # transpose, built once with the graph.
     @staticmethod
-    def forward(ctx, x: Tensor, crow: Tensor, col: Tensor, values: Tensor, t_crow: Tensor,
-                t_col: Tensor, t_values: Tensor) -> Tensor:
-        ctx.save_for_backward(t_crow, t_col, t_values)
-        ctx.num_sources = x.size(0)
-        return csr_mm(crow, col, values, x.size(0), x)
+    def forward(ctx, x: Tensor, adjacency: SparseAdjacency) -> Tensor:
+        ctx.adjacency = adjacency
+        return adjacency.matmul(x)
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
-        t_crow, t_col, t_values = ctx.saved_tensors
-        return (csr_mm(t_crow, t_col, t_values, grad.size(0), grad),
-                None, None, None, None, None, None)
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        adjacency = ctx.adjacency
+        return adjacency.transpose_matmul(grad, adjacency.t_values), None
 
 
 def aggregate(adjacency: SparseAdjacency, x: Tensor) -> Tensor:
     """:obj:`adjacency @ x`, differentiable in :obj:`x`."""
-    return _CsrAggregate.apply(x, adjacency.crow, adjacency.col, adjacency.values,
-                               adjacency.t_crow, adjacency.t_col, adjacency.t_values)
+    return _CsrAggregate.apply(x, adjacency)
 
 
 class _SparseInputLinear(torch.autograd.Function):
-    # X @ W^T for a sparse X whose values need no gradient; the backward's
-    # X^T @ grad uses the transpose structure built once (SparseFeatures).
+    # X @ W^T for sparse features X whose (dropped-out) values need no
+    # gradient; the backward's X^T @ grad uses the transpose structure built once.
     @staticmethod
-    def forward(ctx, values: Tensor, weight: Tensor, crow: Tensor, col: Tensor, t_crow: Tensor,
-                t_col: Tensor, t_perm: Tensor) -> Tensor:
-        ctx.save_for_backward(values, t_crow, t_col, t_perm)
-        ctx.num_rows = crow.numel() - 1
+    def forward(ctx, values: Tensor, weight: Tensor, features: SparseFeatures) -> Tensor:
+        ctx.save_for_backward(values)
+        ctx.features = features
         # MKL multiplies by a row-major W^T (with a column-major one the product
         # took 2x as long: Cora 246 vs 128 us); store_transposed makes the
         # weight's transpose row-major, so this copies nothing.
-        return csr_mm(crow, col, values, t_crow.numel() - 1, weight.t())
+        return features.matmul(weight.t(), values)
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
-        values, t_crow, t_col, t_perm = ctx.saved_tensors
-        grad_weight_t = csr_mm(t_crow, t_col, values.index_select(0, t_perm), ctx.num_rows, grad)
-        return None, grad_weight_t.t(), None, None, None, None, None
+    def backward(ctx, grad: Tensor) -> tuple[None, Tensor, None]:
+        values, = ctx.saved_tensors
+        features = ctx.features
+        grad_weight_t = features.transpose_matmul(grad, values.index_select(0, features.t_perm))
+        return None, grad_weight_t.t(), None
 
 
 def store_transposed(weight: torch.nn.Parameter) -> None:
     """Re-lays :obj:`weight` (in place, the same parameter) column-major, so
     that ``weight.t()`` is a row-major matrix: what a sparse-features first
     layer multiplies by, and the layout of the gradient its backward returns
-    (otherwise two transposing copies per Cora step, 75 + 54 us). Adam keeps
-    the layout (its state is made like the parameter)."""
+    (otherwise two transposing copies per Cora step, 75 + 54 us). Fused Adam
+    copies such a parameter once per step (53 us), which is less."""
     weight.data = weight.data.t().contiguous().t()
 
 
@@ -339,8 +371,7 @@ class GCNBlock(torch.nn.Module):
                 edge_weight: OptTensor = None, num_targets: int | None = None) -> Tensor:
         if isinstance(x, SparseFeatures):  # dropout on the stored values, a sparse product
             values = dropout(x.values, self.dropout, self.training)
-            h = _SparseInputLinear.apply(values, self.conv.lin.weight, x.crow, x.col, x.t_crow,
-                                         x.t_col, x.t_perm)
+            h = _SparseInputLinear.apply(values, self.conv.lin.weight, x)
             x = self.conv.aggregate_projected(h, edge_index, edge_weight, num_targets)
         else:
             x = dropout(x, self.dropout, self.training)

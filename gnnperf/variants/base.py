@@ -119,6 +119,15 @@ def _keep_edge_index(edge_index: Tensor, edge_weight: Tensor | None, num_targets
     return edge_index, edge_weight
 
 
+def _rows(tensor: Tensor, index: Tensor | slice) -> Tensor:
+    # A trimmed full batch's output is its loss rows: no slice (and no
+    # slice_backward filling zeros) when the index covers the whole tensor.
+    if isinstance(index, slice) and index.step in (None, 1) and index.start in (None, 0) \
+            and (index.stop is None or index.stop >= tensor.size(0)):
+        return tensor
+    return tensor[index]
+
+
 class TrainingRun:
     r"""A model, its optimiser and its data, shaped by a variant's techniques.
 
@@ -207,18 +216,19 @@ class TrainingRun:
     # Fixed parts -------------------------------------------------------------
     def step(self, batch: Batch) -> Tensor:
         """One optimiser step on :obj:`batch`; returns the (detached) loss."""
-        self.model.train()
+        if not self.model.training:  # train() visits every submodule: 46 us a Cora step
+            self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
             if batch.layers is None:
                 out = self.forward(batch.x, batch.graph, batch.edge_weight)
             else:
                 out = self.forward(batch.x, layers=batch.layers)
+            out, y = _rows(out, batch.loss_nodes), _rows(batch.y, batch.loss_nodes)
             if batch.loss_weight is None:
-                loss = F.cross_entropy(out[batch.loss_nodes], batch.y[batch.loss_nodes])
+                loss = F.cross_entropy(out, y)
             else:
-                loss = (F.cross_entropy(out[batch.loss_nodes], batch.y[batch.loss_nodes],
-                                        reduction="none") * batch.loss_weight).sum()
+                loss = (F.cross_entropy(out, y, reduction="none") * batch.loss_weight).sum()
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
