@@ -39,7 +39,7 @@ _LANES = 1 << _LANE_BITS
 
 def dropout_lanes(shape: torch.Size, p: float,
                   device: torch.device) -> tuple[Tensor, int, float]:
-    """Uniform 15-bit lanes of :obj:`shape` (int16), the threshold below
+    r"""Uniform 15-bit lanes of :obj:`shape` (int16), the threshold below
     which an entry is dropped and the scale of the kept ones: each entry is
     kept independently with probability :math:`1 - p'`, where :math:`p'` is
     :obj:`p` rounded to a multiple of :math:`2^{-15}` (exact for 0.5, off by
