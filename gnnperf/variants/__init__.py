@@ -120,7 +120,7 @@ def get_variant(name: str) -> Variant:
         raise GnnperfError(f"variant {name!r} combines {' and '.join(batch_makers)}, which each "
                            f"build the batches; use one of them")
     for part in parts:
-        allowed = TECHNIQUES[part].trims_batches_of
+        allowed = TECHNIQUES[part].allowed_batch_makers
         other = [b for b in batch_makers if allowed is not None and b not in allowed]
         if other:
             raise GnnperfError(f"{part} works on the full graph or {' or '.join(allowed)} "

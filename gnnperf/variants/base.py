@@ -273,8 +273,8 @@ class Technique:
     # has at most one such technique, and reports sampled edges per second.
     makes_batches: ClassVar[bool] = False
     needs_batches: ClassVar[bool] = False  # only works with a batch maker
-    # The only batch makers it works with, or the full graph (None: any).
-    trims_batches_of: ClassVar[tuple[str, ...] | None] = None
+    # The only batch techniques it works with, besides the full graph (None: any).
+    allowed_batch_makers: ClassVar[tuple[str, ...] | None] = None
     # The graph stays in host memory; the technique moves each batch (offload).
     keeps_data_on_host: ClassVar[bool] = False
     # Ranks share the training work (ddp): the variant sets run.shard first.

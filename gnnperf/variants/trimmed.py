@@ -50,7 +50,7 @@ class Trimmed(Technique):
     order = 12
     # The batches it can trim: neighbor-sampled ones carry their hops
     # (GraphSAINT's and Cluster-GCN's subgraphs do not), or the full graph.
-    trims_batches_of = ("sampled",)
+    allowed_batch_makers = ("sampled",)
 
     @classmethod
     def standard_variant(cls) -> str:
