@@ -1,7 +1,6 @@
 """The GCN, built from blocks that activation checkpointing can wrap whole."""
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from typing import NamedTuple, Sequence
@@ -232,14 +231,6 @@ class CsrMatrix:
 
     def to_dense(self) -> Tensor:
         return self.matrix().to_dense()
-
-    def to(self, device: torch.device) -> "CsrMatrix":
-        moved = copy.copy(self)
-        for name, value in vars(self).items():
-            if isinstance(value, Tensor):
-                setattr(moved, name, value.to(device))
-        moved._matrix = moved._t_matrix = None
-        return moved
 
 
 class SparseFeatures(CsrMatrix):
