@@ -59,12 +59,6 @@ def dropout_lanes(shape: torch.Size, p: float,
     return lanes[:numel].view(shape), threshold, _LANES / (_LANES - threshold)
 
 
-def keep_mask(shape: torch.Size, p: float, device: torch.device) -> tuple[Tensor, float]:
-    """The boolean keep-mask of :func:`dropout_lanes`, and the scale."""
-    lanes, threshold, scale = dropout_lanes(shape, p, device)
-    return lanes >= threshold, scale
-
-
 class _LaneDropout(torch.autograd.Function):
     # Inverted dropout with the lanes of dropout_lanes(). The output is a float
     # copy of the lanes turned into the mask in place (to + ge_: 9 + 6 us for
@@ -87,7 +81,7 @@ class _LaneDropout(torch.autograd.Function):
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Inverted dropout: on CPU with the keep-mask of :func:`keep_mask`
+    """Inverted dropout: on CPU with the lanes of :func:`dropout_lanes`
     (cheaper random numbers there), elsewhere PyTorch's fused kernel."""
     if not training or p == 0.0:
         return x
@@ -196,11 +190,11 @@ class CsrMatrix:
             return torch.ops.gnnperf.csr_mm(self.crow, self.col,
                                             self.values if values is None else values,
                                             self.shape[1], dense)
-        if values is None:
-            if self._matrix is None:
-                self._matrix = self.matrix()
-            return _sparse_times_dense(self._matrix, dense.contiguous())
-        return _sparse_times_dense(self.matrix(values), dense.contiguous())
+        if values is not None:
+            return _csr_times_dense(self.crow, self.col, values, self.shape[1], dense)
+        if self._matrix is None:
+            self._matrix = self.matrix()
+        return _sparse_times_dense(self._matrix, dense.contiguous())
 
     def transpose_matmul(self, dense: Tensor, transposed_values: Tensor) -> Tensor:
         """:obj:`self.T @ dense`, the transpose holding :obj:`transposed_values`
@@ -208,11 +202,12 @@ class CsrMatrix:
         if torch.compiler.is_compiling():
             return torch.ops.gnnperf.csr_mm(self.t_crow, self.t_col, transposed_values,
                                             self.shape[0], dense)
-        if transposed_values is getattr(self, "t_values", None):
-            if self._t_matrix is None:
-                self._t_matrix = self._transpose(transposed_values)
-            return _sparse_times_dense(self._t_matrix, dense.contiguous())
-        return _sparse_times_dense(self._transpose(transposed_values), dense.contiguous())
+        if transposed_values is not getattr(self, "t_values", None):
+            return _csr_times_dense(self.t_crow, self.t_col, transposed_values, self.shape[0],
+                                    dense)
+        if self._t_matrix is None:
+            self._t_matrix = self._transpose(transposed_values)
+        return _sparse_times_dense(self._t_matrix, dense.contiguous())
 
     def _transpose(self, transposed_values: Tensor) -> Tensor:
         return torch.sparse_csr_tensor(self.t_crow, self.t_col, transposed_values,

@@ -22,9 +22,13 @@ def test_dropout_matches_torch_semantics():
 
 
 def test_dropout_lanes_are_independent_and_seeded():
-    from gnnperf.models import keep_mask
+    from gnnperf.models import dropout_lanes
+
+    def keep_mask():
+        lanes, threshold, scale = dropout_lanes(torch.Size([1000, 400]), 0.5, torch.device("cpu"))
+        return lanes >= threshold, scale
     torch.manual_seed(3)
-    keep, scale = keep_mask(torch.Size([1000, 400]), 0.5, torch.device("cpu"))
+    keep, scale = keep_mask()
     assert scale == 2.0 and keep.shape == (1000, 400)
     flat = keep.view(-1).float()
     # Both lanes of each int32 (even and odd entries) keep half, independently.
@@ -33,7 +37,7 @@ def test_dropout_lanes_are_independent_and_seeded():
     pairs = torch.stack([flat[0::2], flat[1::2]])
     assert abs(torch.corrcoef(pairs)[0, 1].item()) < 0.01
     torch.manual_seed(3)
-    assert torch.equal(keep_mask(torch.Size([1000, 400]), 0.5, torch.device("cpu"))[0], keep)
+    assert torch.equal(keep_mask()[0], keep)
 
 
 def test_gcn_matches_pyg_normalising_gcnconv():

@@ -18,7 +18,9 @@ def receptive_field(edge_index: Tensor, seeds: Tensor, num_nodes: int,
     """The nodes within :obj:`hops` hops upstream of :obj:`seeds` (a message
     flows from ``edge_index[0]`` to ``edge_index[1]``), ordered by hop, seeds
     first, and how many each hop added: the layout of a neighbor-sampled
-    batch, so that the nodes within *k* hops are a prefix."""
+    batch, so that the nodes within *k* hops are a prefix. (The sampler with
+    fanout -1 gives the same nodes, but normalises per subgraph: the outer hop's
+    degrees would then miss their edges from outside, and the weights differ.)"""
     source, target = edge_index
     hop = torch.full((num_nodes,), -1, dtype=torch.long, device=seeds.device)
     hop[seeds] = 0
