@@ -15,6 +15,8 @@ from gnnperf.variants import (
 )
 
 CPU = torch.device("cpu")
+# How far a compiled step's loss curve may part from its eager counterpart's.
+ROUNDING = {"rel": 1e-3, "abs": 2e-4}
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +71,11 @@ def test_compiled_has_no_graph_breaks(trained):
 @pytest.mark.slow
 def test_compiled_follows_the_eager_loss_curve(trained):
     # On CPU the compiled dropout draws from ATen's generator, so the masks are
-    # eager's and only float reassociation differs.
-    assert trained("compiled").losses == pytest.approx(trained("baseline").losses, rel=1e-5)
+    # eager's. The compiled step's Adam update is Inductor's (reassociated
+    # float arithmetic), so the curves part by rounding only: at most 6e-5
+    # over 200 epochs here, where another dropout mask moves a loss by 1e-2.
+    assert trained("compiled").extra["compiled"] == "step"
+    assert trained("compiled").losses == pytest.approx(trained("baseline").losses, **ROUNDING)
 
 
 @pytest.mark.slow
@@ -80,7 +85,7 @@ def test_the_fastest_cora_path_compiles_whole_and_follows_eager(trained):
     eager, compiled = (trained(v) for v in COMBINED_VARIANTS)
     assert compiled.graph_breaks == 0 and compiled.compiled_graphs == 1
     assert compiled.recompiles == 0
-    assert compiled.losses == pytest.approx(eager.losses, rel=1e-5)
+    assert compiled.losses == pytest.approx(eager.losses, **ROUNDING)
 
 
 @pytest.mark.slow

@@ -84,6 +84,7 @@ class Variant:
         run = TrainingRun(data, config, device,
                           data_device=torch.device("cpu") if on_host else device)
         run.minibatch = self.minibatch
+        run.techniques = self.techniques
         if any(t.data_parallel for t in self.techniques):
             from gnnperf.distributed import current_shard
             run.shard = current_shard()

@@ -164,6 +164,13 @@ class TrainingRun:
         # pre-sampling), in seconds: reported apart from steady state.
         self.setup_seconds: dict[str, float] = {}
         self.compile_counter = None  # set by the compiled technique
+        # The whole step (forward, backward and optimiser update) as one
+        # compiled function of the batch, when the compiled technique could
+        # trace it; None: step() runs it eagerly around self.forward.
+        self.compiled_step: Callable[[Batch], Tensor] | None = None
+        # The variant's techniques (set by Variant.build), for techniques that
+        # depend on what else the variant does.
+        self.techniques: tuple[Technique, ...] = ()
         # Called once training ends (before evaluation), e.g. to read CUDA events.
         self.on_finish: list[Callable[[], None]] = []
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
@@ -214,11 +221,8 @@ class TrainingRun:
                     num_seeds=self.train_nodes.numel(), num_edges=self.data.edge_index.size(1))
 
     # Fixed parts -------------------------------------------------------------
-    def step(self, batch: Batch) -> Tensor:
-        """One optimiser step on :obj:`batch`; returns the (detached) loss."""
-        if not self.model.training:  # train() visits every submodule: 46 us a Cora step
-            self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
+    def loss(self, batch: Batch) -> Tensor:
+        """The training loss of :obj:`batch` (forward and loss under :attr:`autocast`)."""
         with self.autocast():
             if batch.layers is None:
                 out = self.forward(batch.x, batch.graph, batch.edge_weight)
@@ -226,9 +230,17 @@ class TrainingRun:
                 out = self.forward(batch.x, layers=batch.layers)
             out, y = _rows(out, batch.loss_nodes), _rows(batch.y, batch.loss_nodes)
             if batch.loss_weight is None:
-                loss = F.cross_entropy(out, y)
-            else:
-                loss = (F.cross_entropy(out, y, reduction="none") * batch.loss_weight).sum()
+                return F.cross_entropy(out, y)
+            return (F.cross_entropy(out, y, reduction="none") * batch.loss_weight).sum()
+
+    def step(self, batch: Batch) -> Tensor:
+        """One optimiser step on :obj:`batch`; returns the (detached) loss."""
+        if not self.model.training:  # train() visits every submodule: 46 us a Cora step
+            self.model.train()
+        if self.compiled_step is not None:
+            return self.compiled_step(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(batch)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -282,6 +294,11 @@ class Technique:
     # Shown alone in the default comparison (standard_variants).
     in_comparison: ClassVar[bool] = True
     combines: ClassVar[bool] = True  # False: a reference that stands alone (tutorial)
+    # Whether ``compiled`` may trace a step of it whole (forward, backward and
+    # optimiser update as one graph); False where the backward does work that
+    # Dynamo cannot see (DDP's gradient all-reduce hooks). Then only the
+    # forward is compiled.
+    traceable_step: ClassVar[bool] = True
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from gnnperf.variants.base import Technique, TrainingRun
+from torch.optim.adam import adam
+
+from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
 def _dynamo_counts() -> tuple[int, int]:
@@ -45,10 +47,91 @@ class CompileCounter:
 CPU_INDUCTOR_OPTIONS = {"fallback_random": True, "realize_reads_threshold": 1}
 
 
+def adam_state(optimizer: torch.optim.Adam,
+               params: list[torch.nn.Parameter]) -> tuple[list, list, list]:
+    """The Adam state of :obj:`params` (first moments, second moments, step
+    counts), created as :class:`torch.optim.Adam` creates it on its first
+    step, so the eager optimiser can go on from a compiled step's state."""
+    for param in params:
+        state = optimizer.state[param]
+        if not state:
+            # Fused (and capturable) Adam's layout: a float32 step on the parameter's device.
+            state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
+            state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    states = [optimizer.state[param] for param in params]
+    return ([s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+            [s["step"] for s in states])
+
+
+def whole_step_blocker(run: TrainingRun) -> str | None:
+    """Why :obj:`run`'s step cannot be traced whole (None: it can)."""
+    blocker = next((t.name for t in run.techniques if not t.traceable_step), None)
+    if blocker is not None:
+        return f"{blocker} does work in the backward that Dynamo does not trace"
+    if run.scaler is not None:
+        return "the fp16 gradient scaler checks for infinities between backward and update"
+    if type(run.optimizer) is not torch.optim.Adam or len(run.optimizer.param_groups) != 1:
+        return "the optimiser is not one Adam parameter group"
+    group = run.optimizer.param_groups[0]
+    if group["amsgrad"] or group["maximize"] or group["differentiable"]:
+        return "the Adam options are not the plain ones"
+    return None
+
+
+def compile_whole_step(run: TrainingRun, dynamic: bool, options: dict | None):
+    r"""One compiled function of the batch that runs :obj:`run`'s whole step:
+    loss, gradients (``torch.autograd.grad``, which Dynamo traces into the
+    same graph) and the Adam update (``torch.optim.adam.adam``, the
+    functional form of :class:`torch.optim.Adam`, on the optimiser's own
+    state). Inductor then fuses the backward's and the update's pointwise work
+    and the step runs as a few dozen kernels behind one guard check, where
+    eagerly it is about a hundred ATen calls, each with its dispatch cost."""
+    params = [p for p in run.model.parameters() if p.requires_grad]
+    exp_avgs, exp_avg_sqs, steps = adam_state(run.optimizer, params)
+    group = run.optimizer.param_groups[0]
+    beta1, beta2 = group["betas"]
+    capturable = run.device.type == "cuda"  # step counts on the GPU: no host sync per step
+
+    decoupled = group.get("decoupled_weight_decay", False)
+    weight_decay = group["weight_decay"]
+
+    def step(batch: Batch) -> torch.Tensor:
+        loss = run.loss(batch)
+        grads = list(torch.autograd.grad(loss, params))
+        with torch.no_grad():
+            if weight_decay and not decoupled:
+                # Adam's L2 term is grad.add(param, alpha=weight_decay). After
+                # a weight's gradient mm, Inductor's addmm pattern (torch 2.13,
+                # fx_passes/post_grad.py: addmm) turns that add into
+                # addmm(param, ...) and drops alpha: a decay of 1 instead of
+                # 5e-4 (Cora test accuracy 0.11). A product the pattern keeps.
+                grads = [grad + param * weight_decay for grad, param in zip(grads, params)]
+            adam(params, grads, exp_avgs, exp_avg_sqs, [], steps, foreach=False,
+                 capturable=capturable, amsgrad=False, beta1=beta1, beta2=beta2,
+                 lr=group["lr"], weight_decay=weight_decay if decoupled else 0.0,
+                 eps=group["eps"], maximize=False, decoupled_weight_decay=decoupled)
+        return loss.detach()
+
+    compiled = torch.compile(step, dynamic=dynamic, options=options)
+
+    def traced_step(batch: Batch) -> torch.Tensor:
+        # Private: Dynamo traces autograd.grad only with this flag (torch
+        # 2.13; otherwise a graph break before it). It is read while tracing,
+        # which happens inside the call. Canary:
+        # tests/test_variants.py::test_compiled_traces_the_whole_step
+        with torch._dynamo.config.patch(trace_autograd_ops=True):
+            return compiled(batch)
+    return traced_step
+
+
 class Compiled(Technique):
-    """Wraps the forward in :func:`torch.compile`; dynamic shapes when the
-    batches vary in size (sampled), so it compiles once instead of
-    recompiling per batch and falling back to eager."""
+    """:func:`torch.compile` of the training step: the whole step (forward,
+    backward and Adam update as one graph) where the other techniques allow it
+    (:func:`whole_step_blocker`), otherwise the forward; dynamic shapes when
+    the batches vary in size (sampled), so it compiles once instead of
+    recompiling per batch and falling back to eager. ``stats["compiled"]``
+    says which was compiled."""
     name = "compiled"
     order = 90  # wraps whatever the other techniques set up
 
@@ -60,5 +143,11 @@ class Compiled(Technique):
         torch.compiler.reset()
         run.compile_counter = CompileCounter()
         options = CPU_INDUCTOR_OPTIONS if run.device.type == "cpu" else None
-        # The forward as the other techniques left it (the model, or its DDP wrapper).
-        run.forward = torch.compile(run.forward, dynamic=run.dynamic_shapes, options=options)
+        blocker = whole_step_blocker(run)
+        if blocker is None:
+            run.compiled_step = compile_whole_step(run, run.dynamic_shapes, options)
+            run.stats["compiled"] = "step"
+        else:
+            # The forward as the other techniques left it (the model, or its DDP wrapper).
+            run.forward = torch.compile(run.forward, dynamic=run.dynamic_shapes, options=options)
+            run.stats["compiled"] = f"forward ({blocker})"

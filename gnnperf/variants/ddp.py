@@ -34,6 +34,7 @@ class Ddp(Technique):
     order = 85  # wraps the final model; compiled (90) then compiles the DDP module
     data_parallel = True
     in_comparison = False  # one rank alone is the baseline: see --world-size
+    traceable_step = False  # the all-reduce runs in autograd hooks, outside a traced step
 
     def apply(self, run: TrainingRun) -> None:
         from torch.nn.parallel import DistributedDataParallel
