@@ -113,6 +113,27 @@ def test_sampled_compiled_compiles_once_across_batch_sizes(cora):
     assert run.compile_counter.graph_breaks == 0
 
 
+def test_compiled_traces_the_whole_step(cora):
+    # Canary for the private torch._dynamo.config.trace_autograd_ops: without
+    # it autograd.grad breaks the graph and the step compiles as two or more.
+    assert hasattr(torch._dynamo.config, "trace_autograd_ops")
+    run = get_variant("compiled").build(cora, TrainConfig(epochs=3), CPU)
+    before = [p.detach().clone() for p in run.model.parameters()]
+    losses = [float(run.step(batch)) for _ in range(3) for batch in run.batches()]
+    assert run.stats["compiled"] == "step"
+    assert run.compile_counter.graphs == 1 and run.compile_counter.graph_breaks == 0
+    assert losses[2] < losses[0]
+    # The update lands in the model's parameters and the optimiser's state.
+    assert all(not torch.equal(p, q) for p, q in zip(run.model.parameters(), before))
+    assert all(float(run.optimizer.state[p]["step"]) == 3 for p in run.model.parameters())
+
+
+def test_compiled_keeps_to_the_forward_where_the_step_cannot_be_traced(cora):
+    run = get_variant("checkpointed+compiled").build(cora, TrainConfig(epochs=1), CPU)
+    assert run.compiled_step is None
+    assert run.stats["compiled"].startswith("forward (checkpointed")
+
+
 def test_combinations_name_canonically_and_train(cora):
     variant = get_variant("compiled+amp+sampled")
     assert variant.name == "sampled+amp+compiled"
