@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from gnnperf.errors import GnnperfError
-from gnnperf.models import GCN, dropout, normalize_graph
+from gnnperf.models import GCN, CsrMatrix, dropout, normalize_graph
 
 
 def test_dropout_matches_torch_semantics():
@@ -98,3 +98,17 @@ def test_sparse_features_prefix_rows_for_trimmed_layers(cora):
         torch.testing.assert_close(features[:n].to_dense(), cora.x[:n])
         transpose = features[:n].transpose_matrix(features[:n].values).to_dense()
         torch.testing.assert_close(transpose, cora.x[:n].t())
+
+
+def test_the_compiled_csr_product_matches_its_fake_sizes():
+    # The compiled step runs without Inductor's size asserts
+    # (CPU_INDUCTOR_OPTIONS), so the op's fake implementation must give the
+    # real output's shape, dtype and strides: opcheck compares them.
+    dense = torch.tensor([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]])
+    matrix = CsrMatrix.from_dense(dense)
+    rhs = torch.randn(3, 4)
+    torch.library.opcheck(torch.ops.gnnperf.csr_mm.default,
+                          (matrix.crow, matrix.col, matrix.values, 3, rhs),
+                          test_utils=("test_schema", "test_faketensor"))
+    out = torch.ops.gnnperf.csr_mm(matrix.crow, matrix.col, matrix.values, 3, rhs)
+    torch.testing.assert_close(out, dense @ rhs)
