@@ -294,11 +294,10 @@ class Technique:
     # Shown alone in the default comparison (standard_variants).
     in_comparison: ClassVar[bool] = True
     combines: ClassVar[bool] = True  # False: a reference that stands alone (tutorial)
-    # Whether ``compiled`` may trace a step of it whole (forward, backward and
-    # optimiser update as one graph); False where the backward does work that
-    # Dynamo cannot see (DDP's gradient all-reduce hooks). Then only the
-    # forward is compiled.
-    traceable_step: ClassVar[bool] = True
+    # Why ``compiled`` may not trace a step of it whole (forward, backward and
+    # optimiser update as one graph), or None if it may. Then only the forward
+    # is compiled.
+    step_untraceable_because: ClassVar[str | None] = None
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError

@@ -9,10 +9,9 @@ class Checkpointed(Technique):
     conv barely lowers the peak, as dropout and ReLU still save tensors."""
     name = "checkpointed"
     order = 20
-    # Inductor cannot rematerialise dropout's random numbers inside a traced
-    # backward ("does not support RNG ops in recompute regions"), so
-    # compiled+checkpointed compiles the forward only.
-    traceable_step = False
+    # Inductor: "does not support RNG ops in recompute regions".
+    step_untraceable_because = ("Inductor cannot recompute dropout's random numbers in a traced "
+                                "backward")
 
     def apply(self, run: TrainingRun) -> None:
         run.model.checkpoint = True

@@ -72,9 +72,9 @@ def adam_state(optimizer: torch.optim.Adam,
 
 def whole_step_blocker(run: TrainingRun) -> str | None:
     """Why :obj:`run`'s step cannot be traced whole (None: it can)."""
-    blocker = next((t.name for t in run.techniques if not t.traceable_step), None)
-    if blocker is not None:
-        return f"{blocker} does work in the backward that Dynamo does not trace"
+    for technique in run.techniques:
+        if technique.step_untraceable_because is not None:
+            return f"{technique.name}: {technique.step_untraceable_because}"
     if run.scaler is not None:
         return "the fp16 gradient scaler checks for infinities between backward and update"
     if type(run.optimizer) is not torch.optim.Adam or len(run.optimizer.param_groups) != 1:
@@ -98,7 +98,6 @@ def compile_whole_step(run: TrainingRun, dynamic: bool, options: dict | None):
     group = run.optimizer.param_groups[0]
     beta1, beta2 = group["betas"]
     capturable = run.device.type == "cuda"  # step counts on the GPU: no host sync per step
-
     decoupled = group.get("decoupled_weight_decay", False)
     weight_decay = group["weight_decay"]
 

@@ -34,7 +34,8 @@ class Ddp(Technique):
     order = 85  # wraps the final model; compiled (90) then compiles the DDP module
     data_parallel = True
     in_comparison = False  # one rank alone is the baseline: see --world-size
-    traceable_step = False  # the all-reduce runs in autograd hooks, outside a traced step
+    step_untraceable_because = ("its gradient all-reduce runs in autograd hooks, which a traced "
+                                "backward skips")
 
     def apply(self, run: TrainingRun) -> None:
         from torch.nn.parallel import DistributedDataParallel
