@@ -83,7 +83,6 @@ class Variant:
         on_host = any(t.keeps_data_on_host for t in self.techniques)
         run = TrainingRun(data, config, device,
                           data_device=torch.device("cpu") if on_host else device)
-        run.minibatch = self.minibatch
         run.techniques = self.techniques
         if any(t.data_parallel for t in self.techniques):
             from gnnperf.distributed import current_shard

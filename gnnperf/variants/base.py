@@ -176,11 +176,14 @@ class TrainingRun:
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
         # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
         self.train_nodes = self.data.train_mask.nonzero().view(-1)
-        # Whether a batch technique makes the batches (set by the variant).
-        self.minibatch = False
         # This rank's place among data-parallel ranks (None: one process does
         # all the work); batch techniques take their share of it.
         self.shard: Shard | None = None
+
+    @property
+    def minibatch(self) -> bool:
+        """Whether a batch technique of the variant makes the batches."""
+        return any(t.makes_batches for t in self.techniques)
 
     # Hooks -----------------------------------------------------------------
     def full_graph(self) -> tuple[Tensor, Tensor | None]:
