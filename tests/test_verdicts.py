@@ -1,0 +1,427 @@
+"""No green without a measurement: every way the gate, bisect, the
+sensitivity study, asv and ``gnnperf run`` could pass, or report a number, on
+something they did not measure (issue #20). One test per hole."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnperf import faults, gate
+from gnnperf.case import Case
+from gnnperf.cli import main
+from gnnperf.errors import GnnperfError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = "synthetic-10k"  # 2,000 nodes: a step of about a millisecond
+COMMA_GRAPH = "synthetic:nodes=400,degree=4,features=8,classes=3"
+GIT_ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@localhost")
+
+
+def _errors(captured: str) -> list[str]:
+    return [line for line in captured.splitlines() if line.startswith("gnnperf:")]
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    """Fails the test if any arm is measured: names are checked before work."""
+    def measured(*args, **kwargs):
+        raise AssertionError("an arm was measured before the names were checked")
+    monkeypatch.setattr(gate.arms, "run_work", measured)
+    monkeypatch.setattr(gate.arms, "run_arms", measured)
+    from gnnperf.gate import sensitivity
+    monkeypatch.setattr(sensitivity, "run_study", measured)
+
+
+def _repo(path: Path, commits: int = 1) -> Path:
+    """A copy of this tree as a git repository with :obj:`commits` commits."""
+    repo = gate.copy_tree(ROOT, path)
+    env = dict(os.environ, **GIT_ENV)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
+    for n in range(commits):
+        (repo / "NOTES").write_text(f"{n}\n")
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", f"commit {n}"], check=True,
+                       env=env)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def scratch_repo(tmp_path_factory):
+    return _repo(tmp_path_factory.mktemp("verdicts") / "repo", commits=2)
+
+
+def _faulty_tree(path: Path, kind: str, variant: str, amount: float = 0.0) -> Path:
+    tree = gate.copy_tree(ROOT, path)
+    faults.inject(tree, kind, variant, amount)
+    return tree
+
+
+def _gnnperf_in(tree: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -m gnnperf`` with gnnperf imported from :obj:`tree`."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run([sys.executable, "-m", "gnnperf", *args], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# --------------------------------------------------------------------- 1. names checked first
+@pytest.mark.parametrize("option, value, text", [
+    ("--variants", "foo", "unknown variant 'foo'"),
+    ("--datasets", "coraa", "unknown dataset 'coraa'"),
+])
+def test_gate_rejects_an_unknown_name_before_any_work(no_measuring, capsys, option, value,
+                                                      text):
+    args = {"--variants": "baseline", "--datasets": "cora", option: value}
+    code = main(["gate", "--base-dir", str(ROOT), "--head-dir", str(ROOT),
+                 *(item for pair in args.items() for item in pair)])
+    errors = _errors(capsys.readouterr().err)
+    assert code == 2 and len(errors) == 1 and text in errors[0], errors
+
+
+@pytest.mark.parametrize("case, text", [("foo@cora", "unknown variant 'foo'"),
+                                        ("baseline@coraa", "unknown dataset 'coraa'")])
+def test_bisect_rejects_an_unknown_case_before_any_work(scratch_repo, no_measuring, capsys,
+                                                        case, text):
+    for metric in ("aten_ops", "time"):
+        code = main(["bisect", "HEAD~1", "HEAD", "--repo", str(scratch_repo), "--case", case,
+                     "--metric", metric])
+        errors = _errors(capsys.readouterr().err)
+        assert code == 2 and len(errors) == 1 and text in errors[0], errors
+
+
+@pytest.mark.parametrize("case, text", [("foo@cora", "unknown variant 'foo'"),
+                                        ("baseline@coraa", "unknown dataset 'coraa'")])
+def test_sensitivity_rejects_an_unknown_case_before_any_work(no_measuring, capsys, case, text):
+    code = main(["sensitivity", "--case", case, "--trials", "1"])
+    errors = _errors(capsys.readouterr().err)
+    assert code == 2 and len(errors) == 1 and text in errors[0], errors
+
+
+def test_asv_profile_rejects_unknown_names():
+    for env, text in [({"GNNPERF_ASV_DATASETS": "coraa"}, "unknown dataset 'coraa'"),
+                      ({"GNNPERF_ASV_VARIANTS": "baseline,foo"}, "unknown variant 'foo'")]:
+        out = subprocess.run([sys.executable, "-c", "import benchmarks.common"], cwd=ROOT,
+                             env=dict(os.environ, **env), capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode != 0 and text in out.stderr.strip().splitlines()[-1], out.stderr
+
+
+def test_one_dataset_list_grammar_keeps_the_commas_of_a_name():
+    from gnnperf.data import split_datasets
+
+    assert split_datasets(f"cora, {COMMA_GRAPH},pyg:Amazon/Computers,split=x, citeseer") == (
+        "cora", COMMA_GRAPH, "pyg:Amazon/Computers,split=x", "citeseer")
+    with pytest.raises(GnnperfError, match="no dataset"):
+        split_datasets(" , ")
+
+
+def test_gate_takes_a_comma_bearing_synthetic_dataset(tmp_path, capsys):
+    out = tmp_path / "gate.json"
+    code = main(["gate", "--no-time", "--variants", "baseline", "--datasets", COMMA_GRAPH,
+                 "--base-dir", str(ROOT), "--head-dir", str(ROOT), "--json", str(out)])
+    assert code == 0, capsys.readouterr()
+    assert json.loads(out.read_text())["cases"] == [f"baseline@{COMMA_GRAPH}"]
+
+
+def test_a_removed_benchmark_fails_the_gate_and_a_new_one_is_reported(tmp_path, capsys):
+    # base lacks amp (new in head: reported, passes); head lacks sparse
+    # (removed or renamed: fails, named) -- in the time gate alone too.
+    def without(name: str, technique: str) -> Path:
+        tree = gate.copy_tree(ROOT, tmp_path / name)
+        with open(tree / faults.PATCHED_FILE, "a") as registry:
+            registry.write(f"\nTECHNIQUES.pop({technique!r})\n")
+        return tree
+
+    base, head = without("base", "amp"), without("head", "sparse")
+    out = tmp_path / "gate.json"
+    code = main(["gate", "--no-work", "--variants", "sparse,amp,baseline", "--datasets", SMALL,
+                 "--base-dir", str(base), "--head-dir", str(head), "--processes", "3",
+                 "--rounds", "3", "--threshold", "0.5", "--quiet", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1, text
+    assert f"sparse@{SMALL}" in text and "removed" in text and "FAILED" in text
+    report = json.loads(out.read_text())
+    assert report["removed"] == [f"sparse@{SMALL}"] and report["new"] == [f"amp@{SMALL}"]
+    assert {v["case"] for v in report["time"]["verdicts"]} == {f"baseline@{SMALL}"}
+
+
+def test_a_gate_that_measures_nothing_is_an_error(tmp_path, capsys):
+    # cluster without pymetis in both arms: nothing measured is never a pass.
+    code = main(["gate", "--no-work", "--variants", "cluster", "--datasets", SMALL,
+                 "--base-dir", str(_faulty_tree(tmp_path / "a", "unavailable", "cluster")),
+                 "--head-dir", str(_faulty_tree(tmp_path / "b", "unavailable", "cluster")),
+                 "--processes", "3", "--rounds", "3", "--quiet"])
+    errors = _errors(capsys.readouterr().err)
+    assert code == 2 and len(errors) == 1 and "no benchmark was measured" in errors[0], errors
+
+
+# --------------------------------------------------------------------- 2. where you stand
+def test_gate_gates_the_checkout_you_stand_in(tmp_path, monkeypatch, capsys):
+    clone = _repo(tmp_path / "clone")
+    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    monkeypatch.chdir(clone / "gnnperf")  # anywhere inside the checkout
+    out = tmp_path / "gate.json"
+    code = main(["gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
+                 "--json", str(out), "--markdown", str(tmp_path / "gate.md")])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    arms = json.loads(out.read_text())["arms"]
+    assert arms["head"]["tree"] == str(clone) and arms["head"]["commit"] == head
+    assert arms["head"]["dirty"] is False and arms["base"]["commit"] == head
+    for arm in arms.values():
+        assert arm["torch"] == torch.__version__ and arm["python"].startswith("3.")
+        assert arm["torch_geometric"]
+    assert text.splitlines()[0].startswith("base:") and text.splitlines()[1].startswith("head:")
+    assert str(clone) in text.splitlines()[1] and head[:12] in text.splitlines()[1]
+    assert f"`{clone}`" in (tmp_path / "gate.md").read_text()
+
+    monkeypatch.chdir(tmp_path)  # not a checkout
+    code = main(["gate", "--no-time", "--variants", "baseline", "--datasets", SMALL])
+    errors = _errors(capsys.readouterr().err)
+    assert code == 2 and len(errors) == 1 and "not inside a git checkout" in errors[0], errors
+
+
+# --------------------------------------------------------------------- 3. finite training
+def test_non_finite_features_or_edge_weights_are_rejected_at_load(tmp_path):
+    from torch_geometric.data import Data
+
+    from gnnperf.data import load_dataset
+    graph = load_dataset(COMMA_GRAPH)
+    x = graph.x.clone()
+    x.view(-1)[torch.randperm(x.numel(), generator=torch.Generator().manual_seed(0))
+               [:x.numel() // 100]] = float("nan")
+    nan_features = tmp_path / "nan.pt"
+    torch.save(Data(x=x, edge_index=graph.edge_index, y=graph.y), nan_features)
+    with pytest.raises(GnnperfError, match=r"x holds \d+ non-finite"):
+        load_dataset(str(nan_features))
+    weights = torch.ones(graph.edge_index.size(1))
+    weights[3] = float("inf")
+    inf_weights = tmp_path / "inf.pt"
+    torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y, edge_weight=weights),
+               inf_weights)
+    with pytest.raises(GnnperfError, match="edge_weight holds 1 non-finite"):
+        load_dataset(str(inf_weights))
+
+
+def test_a_nan_in_step_k_fails_that_variant_in_run(tmp_path):
+    tree = _faulty_tree(tmp_path / "tree", "nan", "baseline", 5)
+    out = tmp_path / "run.json"
+    result = _gnnperf_in(tree, "run", "--variants", "baseline,sparse", "--epochs", "8",
+                         "--warmup", "2", "--no-progress", "--json", str(out))
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert "non-finite loss" in report["failures"]["baseline"]
+    assert "step 5" in report["failures"]["baseline"]
+    assert [r["variant"] for r in report["results"]] == ["sparse"]
+    assert all(math.isfinite(loss) for loss in report["results"][0]["losses"])
+
+
+def test_a_nan_in_a_timed_step_fails_the_gate(tmp_path, capsys):
+    # Step 6 is in the first timed block (2 warm-up steps, 3 calibrating ones).
+    head = _faulty_tree(tmp_path / "head", "nan", "baseline", 6)
+    code = main(["gate", "--variants", "baseline,sparse", "--datasets", SMALL,
+                 "--base-dir", str(ROOT), "--head-dir", str(head), "--processes", "3",
+                 "--rounds", "3", "--threshold", "0.5", "--quiet"])
+    text = capsys.readouterr().out
+    assert code == 1, text
+    line = next(line for line in text.splitlines() if "time gate" in line)
+    assert "FAILED" in line and f"baseline@{SMALL}" in line
+    assert "non-finite loss" in text and f"sparse@{SMALL}" in text
+
+
+def test_a_nan_in_warm_up_fails_the_work_gate(tmp_path, capsys):
+    head = _faulty_tree(tmp_path / "head", "nan", "baseline", 1)
+    code = main(["gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
+                 "--base-dir", str(ROOT), "--head-dir", str(head)])
+    text = capsys.readouterr().out
+    assert code == 1 and "non-finite loss" in text and "work gate: FAILED" in text, text
+
+
+def test_an_accuracy_at_chance_is_flagged(tmp_path, capsys):
+    noise = "synthetic:nodes=1000,degree=4,features=8,classes=2,signal=0"
+    out = tmp_path / "run.json"
+    code = main(["run", "--dataset", noise, "--variants", "baseline", "--epochs", "5",
+                 "--warmup", "2", "--no-progress", "--json", str(out)])
+    table = capsys.readouterr().out
+    assert code == 0
+    result = json.loads(out.read_text())["results"][0]
+    assert result["at_chance"] is True and 0.4 < result["chance_acc"] < 0.6
+    assert "at chance" in table
+
+
+def test_a_trained_variant_is_not_flagged(cora):
+    from gnnperf.measure import measure_variant
+    from gnnperf.variants import TrainConfig
+    result = measure_variant("sparse", cora, TrainConfig(epochs=40), warmup_epochs=2)
+    assert result.test_acc > 0.6 and not result.at_chance and result.chance_acc < 0.35
+
+
+# --------------------------------------------------------------------- 4. n/a means cannot here
+def test_asv_turns_only_declared_reasons_into_na(monkeypatch):
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks import common
+    finally:
+        sys.path.remove(str(ROOT))
+    with pytest.raises(NotImplementedError, match="unknown variant"):
+        common.variant("a-variant-this-commit-lacks")  # absent in this commit: n/a
+    from gnnperf import variants
+
+    def broken(name):
+        raise KeyError("a bug in the registry")
+    monkeypatch.setattr(variants, "get_variant", broken)
+    with pytest.raises(KeyError):  # a crash is a failure, never n/a
+        common.variant("baseline")
+
+
+@pytest.mark.asv
+def test_asv_shows_a_crash_and_a_nan_as_failed(tmp_path):
+    pytest.importorskip("asv")
+    repo = _repo(tmp_path / "repo", commits=0)
+    faults.inject(repo, "crash", "sparse")
+    faults.inject(repo, "nan", "amp", 3)  # after asv's warm-up epoch: in a timed step
+    env = dict(os.environ, **GIT_ENV)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "broken"], check=True, env=env)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    from asv.util import load_json
+    conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+    conf.update(repo=str(repo), benchmark_dir=str(repo / "benchmarks"),
+                env_dir=str(tmp_path / "env"), results_dir=str(tmp_path / "results"),
+                html_dir=str(tmp_path / "html"))
+    (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
+    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick", GNNPERF_ASV_VARIANTS="baseline,sparse,amp",
+               PYTHONPATH=str(repo))
+    asv = [sys.executable, "-m", "asv", "--config", str(tmp_path / "asv.conf.json")]
+    subprocess.run([*asv, "machine", "--yes"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    run = subprocess.run([*asv, "run", "--quick", "--python=same", "--launch-method",
+                          "forkserver", "--set-commit-hash", head, "-b",
+                          r"^(training\.TrainStep\.time_train_step|"
+                          r"work_metrics\.WorkMetrics\.track_aten_ops)$"],
+                         cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    log = run.stdout + run.stderr
+    files = [p for p in (tmp_path / "results").glob("*/*.json") if p.name != "machine.json"]
+    assert len(files) == 1, log[-4000:]
+    results = json.loads(files[0].read_text())
+    for name in ("training.TrainStep.time_train_step", "work_metrics.WorkMetrics.track_aten_ops"):
+        row = dict(zip(results["result_columns"], results["results"][name]))
+        import itertools
+        values = {combo[-1].strip("'"): value
+                  for combo, value in zip(itertools.product(*row["params"]), row["result"])}
+        assert values["baseline"] is not None and values["baseline"] > 0, (name, values)
+        assert values["sparse"] is None, (name, values, log[-3000:])  # failed, not n/a (NaN)
+        if name.startswith("training."):
+            assert values["amp"] is None, (name, values)
+    assert "injected crash" in log and "non-finite loss" in log
+
+
+# --------------------------------------------------------------------- 5. adaptive replicates
+def _fake_arms(effect: float, pair_sd: float, seed: int = 0):
+    """A stand-in for the worker pairs: each pair's head/base ratio is
+    ``(1 + effect) * exp(N(0, pair_sd))`` (the pair as the unit of noise)."""
+    rng = random.Random(seed)
+    calls = []
+
+    def run_arms(arms, cases, processes, rounds, sample_ms, progress=None, pin_cpus=True,
+                 **kwargs):
+        calls.append(processes)
+        times = {c.name: {a: {"cpu": [], "wall": []} for a in arms} for c in cases}
+        for case in cases:
+            for _ in range(processes):
+                offset = (1 + effect) * math.exp(rng.gauss(0, pair_sd))
+                a = [0.01 * math.exp(rng.gauss(0, 0.01)) for _ in range(rounds)]
+                b = [t * offset for t in a]
+                for clock in ("cpu", "wall"):
+                    times[case.name]["base"][clock].append(a)
+                    times[case.name]["head"][clock].append(b)
+        return [1] * len(cases), times
+    return run_arms, calls
+
+
+def _gate_with(monkeypatch, effect, pair_sd, seed=0, **options):
+    run_arms, calls = _fake_arms(effect, pair_sd, seed)
+    monkeypatch.setattr(gate.arms, "run_arms", run_arms)
+    from gnnperf.case import Case
+    from gnnperf.gate.arms import Arm
+    opts = gate.GateOptions(work_gate=False, **options)
+    result = gate.compare_arms(opts, {"base": Arm(ROOT), "head": Arm(ROOT)},
+                               [Case("baseline", "cora")], lambda msg: None)
+    return result.report["time"]["verdicts"][0], calls
+
+
+def test_an_inconclusive_verdict_gets_more_pairs_before_it_is_decided(monkeypatch):
+    # +6% with a pair-to-pair spread that leaves 6 pairs inconclusive.
+    from gnnperf.gate.stats import TimeSamples, decide
+    verdict, calls = _gate_with(monkeypatch, 0.06, 0.05, seed=3)
+    first = _fake_arms(0.06, 0.05, seed=3)[0]
+    _, times = first({"base": 0, "head": 0}, [Case("baseline", "cora")], 6, 30, 12.0)
+    t = times["baseline@cora"]
+    early = decide(TimeSamples("b", 1, "cpu", t["base"]["cpu"], t["head"]["cpu"]), 0.03, 0.01)
+    assert early.ratio > 1.03 and early.p_slower >= 0.01  # what the fixed 6 pairs said: same
+    assert verdict["verdict"] == "REGRESSION" and 6 < verdict["pairs"] <= 18, verdict
+    assert calls[0] == 6 and sum(calls) == verdict["pairs"]
+
+
+def test_a_clear_verdict_takes_the_planned_pairs_and_the_budget_is_kept(monkeypatch):
+    clear, calls = _gate_with(monkeypatch, 0.0, 0.005)
+    assert clear["verdict"] == "same" and clear["pairs"] == 6 and calls == [6]
+    hopeless, calls = _gate_with(monkeypatch, 0.06, 0.5, max_processes=9)
+    assert hopeless["pairs"] == 9 and sum(calls) == 9
+
+
+def test_max_processes_is_checked():
+    with pytest.raises(GnnperfError, match="--max-processes"):
+        gate.GateOptions(processes=6, max_processes=5).validate()
+
+
+# --------------------------------------------------------------------- 6, 7. options, install
+def test_world_size_without_a_ddp_variant_is_an_error(capsys):
+    code = main(["run", "--variants", "baseline,sampled", "--world-size", "2", "--epochs", "4",
+                 "--warmup", "2", "--no-progress"])
+    errors = _errors(capsys.readouterr().err)
+    assert code == 2 and len(errors) == 1 and "--world-size 2" in errors[0] \
+        and "ddp" in errors[0], errors
+
+
+def test_a_missing_optional_dependency_is_na_and_the_run_passes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pymetis", None)  # import pymetis -> ImportError
+    out = tmp_path / "run.json"
+    code = main(["run", "--variants", "baseline,cluster", "--epochs", "4", "--warmup", "2",
+                 "--no-progress", "--json", str(out)])
+    table = capsys.readouterr().out
+    assert code == 0, table
+    report = json.loads(out.read_text())
+    assert "pip install" in report["unavailable"]["cluster"] and not report["failures"]
+    assert [r["variant"] for r in report["results"]] == ["baseline"]
+    row = next(line for line in table.splitlines() if line.split()[:1] == ["cluster"])
+    assert "n/a" in row and "pymetis" in row
+
+
+def test_a_missing_module_is_not_reported_as_a_corrupt_file(tmp_path, monkeypatch):
+    from gnnperf.data import load_dataset
+    monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path))  # nothing processed yet
+    for name in [m for m in sys.modules if m == "scipy" or m.startswith("scipy.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    with pytest.raises(GnnperfError) as info:
+        load_dataset("cora")
+    assert "scipy" in str(info.value) and "pip install" in str(info.value)
+    assert "intact" not in str(info.value)
+
+
+def test_scipy_is_a_base_dependency():
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(dep.split(">")[0].split("=")[0].strip() == "scipy"
+               for dep in project["dependencies"])
