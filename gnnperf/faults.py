@@ -32,13 +32,13 @@ def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amoun
 
     def faulty_build(self, data, config, device):
         if kind == "crash" and (target is None or self.name == target):
-            raise RuntimeError(f"injected crash while building {self.name}")
+            raise RuntimeError(f"injected crash while building {{self.name}}")
         if kind == "unavailable" and (target is None or self.name == target):
             try:  # a declared "cannot here", as a missing optional dependency raises it
                 from gnnperf.errors import Unavailable as _Unavailable
             except ImportError:  # trees before the declared reasons
                 from gnnperf.errors import GnnperfError as _Unavailable
-            raise _Unavailable(f"{self.name} needs an injected missing module: pip install it")
+            raise _Unavailable(f"{{self.name}} needs an injected missing module: pip install it")
         run = build(self, data, config, device)
         if target is None or self.name == target:
             step = run.step
