@@ -79,6 +79,28 @@ def default_cases(variants: list[str], datasets: tuple[str, ...] = DEFAULT_DATAS
     return [Case(v, d, **fields) for d in datasets for v in variants]
 
 
+class NonFiniteLoss(ArithmeticError):
+    """A training step's loss was NaN or infinite: the variant's numerics
+    broke, and NaN arithmetic can run faster than real arithmetic, so its
+    time must not be reported. Defined here, not in ``gnnperf.errors``: this
+    module runs on other checkouts' gnnperf."""
+
+
+def check_losses(losses: list, what: str, first_step: int) -> None:
+    """Raises :class:`NonFiniteLoss` naming the first step (counted from 1
+    at :obj:`first_step`) of :obj:`losses` whose loss is not finite; one
+    host sync for all of them."""
+    if not losses:
+        return
+    stacked = torch.stack([loss.detach().float().reshape(()) for loss in losses])
+    finite = torch.isfinite(stacked)
+    if not bool(finite.all()):
+        index = int((~finite).nonzero()[0])
+        raise NonFiniteLoss(f"{what}: non-finite loss ({float(stacked[index])}) in step "
+                            f"{first_step + index}; its numerics broke (inputs, learning rate "
+                            f"or the technique), so nothing of it is measured")
+
+
 @dataclass
 class PreparedCase:
     """A built, warmed-up training run and the batches its measured steps
@@ -89,6 +111,7 @@ class PreparedCase:
     graphs_after_first_epoch: int | None = None
     recompiles: int | None = None
     cursor: int = field(default=0, repr=False)
+    steps_done: int = 0  # training steps so far, warm-up included
 
     @property
     def variant(self) -> str:
@@ -98,18 +121,27 @@ class PreparedCase:
     def dataset(self) -> str:
         return self.case.dataset
 
-    def step(self) -> None:
+    def step(self):
         """One training step on the next prepared batch (not synchronised:
-        see :meth:`synced_step`)."""
+        see :meth:`synced_step`); returns its loss, unchecked (a check is a
+        host sync: see :meth:`check_loss`)."""
         batch = self.batches[self.cursor % len(self.batches)]
         self.cursor += 1
-        self.run.step(batch)
+        self.steps_done += 1
+        return self.run.step(batch)
 
-    def synced_step(self) -> None:
+    def synced_step(self):
         """:meth:`step`, then waits for the GPU work it queued."""
-        self.step()
+        loss = self.step()
         if self.run.device.type == "cuda":
             torch.cuda.synchronize(self.run.device)
+        return loss
+
+    def check_loss(self, loss) -> None:
+        """:class:`NonFiniteLoss` if :obj:`loss`, the latest step's, is not
+        finite (call it off the clock: it syncs). A NaN parameter stays NaN
+        under Adam, so checking a block's last loss sees a NaN anywhere in it."""
+        check_losses([loss], self.case.name, self.steps_done)
 
 
 def build(case: Case, data=None):
@@ -140,11 +172,13 @@ def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
     run = build(case, data)
     counter = getattr(run, "compile_counter", None)
     graphs_after_first = None
+    losses = []
     for epoch in range(case.warmup_epochs):
         for batch in run.batches():
-            run.step(batch)
+            losses.append(run.step(batch))
         if epoch == 0 and counter is not None:
             graphs_after_first = counter.graphs
+    check_losses(losses, case.name, 1)
     batches = []
     for batch in run.batches():
         batches.append(batch)
@@ -153,7 +187,9 @@ def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
     recompiles = None
     if counter is not None and graphs_after_first is not None:
         recompiles = counter.graphs - graphs_after_first
-    return PreparedCase(case, run, batches, graphs_after_first, recompiles)
+    return PreparedCase(case, run, batches, graphs_after_first, recompiles,
+                        steps_done=len(losses))
 
 
-__all__ = ["Case", "DEFAULT_DATASETS", "PreparedCase", "build", "default_cases", "prepare"]
+__all__ = ["Case", "DEFAULT_DATASETS", "NonFiniteLoss", "PreparedCase", "build", "check_losses",
+           "default_cases", "prepare"]

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, is_unavailable
 
 DEFAULT_DATASET = "cora"  # the tutorial's graph, bundled with the package
 DATASET_HELP = ("cora, citeseer (bundled), synthetic-cora, synthetic-1m, ..., "
@@ -128,9 +128,12 @@ def run_command(args: argparse.Namespace) -> int:
                          cluster_batch=args.cluster_batch, seed=args.seed)
     # Every option is checked here, before the dataset loads and any variant trains.
     config.validate()
-    variants = [get_variant(name).name for name in args.variants.split(",") if name.strip()]
+    specs = [get_variant(name) for name in args.variants.split(",") if name.strip()]
+    variants = [spec.name for spec in specs]
     if not variants:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
+    from gnnperf.data import check_dataset_name
+    check_dataset_name(args.dataset)
     try:
         reference = get_variant(args.reference).name
     except GnnperfError as exc:
@@ -143,6 +146,10 @@ def run_command(args: argparse.Namespace) -> int:
     _check_output(args.timeline, "--timeline")
     if args.world_size < 1:
         raise GnnperfError(f"--world-size must be >= 1, got {args.world_size}")
+    if args.world_size > 1 and not any(spec.data_parallel for spec in specs):
+        raise GnnperfError(f"--world-size {args.world_size} applies to ddp variants and none is "
+                           f"given; add one (e.g. --variants {args.variants},ddp) or drop "
+                           f"--world-size")
     torchrun = distributed.launched_by_torchrun()
     if torchrun and args.world_size > 1:
         raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
@@ -187,13 +194,14 @@ def run_command(args: argparse.Namespace) -> int:
     run_config = {**asdict(config), "dataset": data.name, "warmup_epochs": args.warmup,
                   "variants": variants, "world_size": world, "backend": backend,
                   "launch": "torchrun" if torchrun else "local"}
-    results, failures = [], {}
+    results, failures, unavailable = [], {}, {}
 
     def save(complete: bool) -> None:
         # Rewritten atomically after every variant: a crash or a kill keeps
         # what finished, in a valid document marked incomplete.
         if args.json:
-            payload = report.to_json(results, env, run_config, failures, reference, complete)
+            payload = report.to_json(results, env, run_config, failures, reference, complete,
+                                     unavailable)
             report.write_atomic(args.json, payload.encode())
 
     save(complete=False)
@@ -204,12 +212,16 @@ def run_command(args: argparse.Namespace) -> int:
         try:
             results.append(measure(name))
         except GnnperfError as exc:
-            failures[name] = str(exc)
-            progress.write(f"error: {exc}", file=sys.stderr)
+            if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
+                unavailable[name] = str(exc)
+                progress.write(f"n/a: {name}: {exc}", file=sys.stderr)
+            else:
+                failures[name] = str(exc)
+                progress.write(f"error: {exc}", file=sys.stderr)
         save(complete=False)
     progress.close()
 
-    print(report.format_table(results, failures, reference=reference))
+    print(report.format_table(results, failures, reference=reference, unavailable=unavailable))
     save(complete=True)
     title = f"{data.name} on {env['device_name']}"
     if args.plot and results:

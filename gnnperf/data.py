@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, Unavailable
 
 PLANETOID = {"cora": "Cora", "citeseer": "CiteSeer"}
 PLANETOID_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -263,6 +263,11 @@ def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Data:
         shutil.rmtree(processed, ignore_errors=True)
     try:
         dataset = Planetoid(str(cache_root), pyg_name)
+    except ImportError as exc:  # PyG's reader unpickles scipy matrices: a missing module
+        shutil.rmtree(processed, ignore_errors=True)
+        module = (getattr(exc, "name", None) or "scipy").split(".")[0]
+        raise GnnperfError(f"reading the Planetoid files of {name} needs {module}, which is "
+                           f"not importable ({_first_line(exc)}): pip install {module}") from None
     except Exception as exc:  # PyG raises pickle/numpy/struct errors on bad bytes
         shutil.rmtree(processed, ignore_errors=True)
         raise GnnperfError(
@@ -292,7 +297,7 @@ def load_graph_file(path: str | os.PathLike, seed: int = 0) -> Data:
     ``x``, ``edge_index`` and integer ``y``; masks optional."""
     path = Path(path)
     if not path.is_file():
-        raise GnnperfError(f"graph file {path} does not exist; save one with "
+        raise Unavailable(f"graph file {path} does not exist; save one with "
                            f"torch.save(Data(x=..., edge_index=..., y=...), '{path.name}')")
     try:
         with _pyg_safe_globals():
@@ -382,7 +387,7 @@ def load_ogb(name: str, root: str | os.PathLike | None = None, download: bool = 
     try:
         from ogb.nodeproppred import PygNodePropPredDataset
     except ImportError:
-        raise GnnperfError(f"{name} needs the ogb package: pip install 'gnnperf[ogb]'") from None
+        raise Unavailable(f"{name} needs the ogb package: pip install 'gnnperf[ogb]'") from None
     base = Path(root if root is not None else library_root())
     folder = base / name.replace("-", "_")
     if folder.is_dir() and not any(folder.glob("RELEASE_v*.txt")):
@@ -450,6 +455,17 @@ def node_classification(data: Data, name: str, source: str, seed: int,
             or edge_index.size(0) != 2 or edge_index.is_floating_point():
         raise GnnperfError(f"{what}: edge_index must be an integer [2, num_edges] tensor")
     edge_index = edge_index.long()
+    # NaN arithmetic can run faster than real arithmetic: a graph with
+    # non-finite values would train to NaN and still be timed.
+    for key in ("x", "edge_weight", "edge_attr"):
+        values = data.get(key)
+        if isinstance(values, torch.Tensor) and values.is_floating_point():
+            bad = ~torch.isfinite(values)
+            if bool(bad.any()):
+                first = int(bad.reshape(values.size(0), -1).any(1).nonzero()[0])
+                raise GnnperfError(f"{what}: {key} holds {int(bad.sum())} non-finite values "
+                                   f"(NaN or inf; the first in row {first}); clean or impute "
+                                   f"them before training")
     if edge_index.numel() and (int(edge_index.max()) >= num_nodes or int(edge_index.min()) < 0):
         bad = int(edge_index.max()) if int(edge_index.max()) >= num_nodes else int(edge_index.min())
         raise GnnperfError(f"{what}: edge_index holds node id {bad}, outside [0, {num_nodes}) "
@@ -515,6 +531,54 @@ def dataset_identity(data: Data) -> dict:
     }
 
 
+_OPTION = re.compile(r"^[A-Za-z_]\w*=[^/]*$")  # "degree=4" in "synthetic:nodes=9,degree=4"
+
+
+def split_datasets(text: str) -> tuple[str, ...]:
+    """A comma-separated list of dataset names (``--datasets``,
+    ``$GNNPERF_ASV_DATASETS``): a ``key=value`` item belongs to the name
+    before it, since ``synthetic:`` and ``pyg:`` names carry options after
+    commas (``cora,synthetic:nodes=900,degree=4,features=8,classes=3``)."""
+    names: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if names and _OPTION.match(item) and ":" in names[-1]:
+            names[-1] += "," + item
+        elif item:
+            names.append(item)
+    if not names:
+        raise GnnperfError(f"no dataset in {text!r}; e.g. cora,synthetic-10k")
+    return tuple(names)
+
+
+def _kind(name: str) -> str:
+    """Which loader :obj:`name` is for: the one grammar of dataset names."""
+    key = name.lower()
+    if key in PLANETOID:
+        return "planetoid"
+    if name.startswith(PYG_PREFIX):
+        return "pyg"
+    if key.startswith(OGB_PREFIX):
+        return "ogb"
+    if name.endswith(".pt") or os.sep in name:
+        return "file"
+    if parse_synthetic(key) is None:  # raises on a malformed synthetic:k=v list
+        raise GnnperfError(
+            f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())}, "
+            f"synthetic:nodes=N,degree=D,features=F,classes=C, a graph.pt file, "
+            f"pyg:Class[/name] or ogbn-<name>")
+    return "synthetic"
+
+
+def check_dataset_name(name: str) -> str:
+    """:obj:`name` if :func:`load_dataset` would take it, checked without
+    loading (a file's presence and a ``pyg:``/OGB class are checked when
+    loaded); a one-line :class:`GnnperfError` otherwise."""
+    kind = _kind(name)
+    if kind == "pyg":
+        _parse_pyg(name)
+    return name
+
+
 def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0,
                  download: bool = False) -> Data:
     r"""Loads a dataset by name.
@@ -533,21 +597,16 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0
             without masks.
         download (bool): Let ``pyg:`` and OGB datasets download missing files.
     """
-    key = name.lower()
-    if key in PLANETOID:
+    key, kind = name.lower(), _kind(name)
+    if kind == "planetoid":
         return load_planetoid(key, root)
-    if name.startswith(PYG_PREFIX):
+    if kind == "pyg":
         return load_pyg(name, root, download, seed)
-    if key.startswith(OGB_PREFIX):
+    if kind == "ogb":
         return load_ogb(key, root, download, seed)
-    if name.endswith(".pt") or os.sep in name:
+    if kind == "file":
         return load_graph_file(name, seed)
     spec = parse_synthetic(key)
-    if spec is None:
-        raise GnnperfError(
-            f"unknown dataset {name!r}; choose one of {', '.join(dataset_names())}, "
-            f"synthetic:nodes=N,degree=D,features=F,classes=C, a graph.pt file, "
-            f"pyg:Class[/name] or ogbn-<name>")
     data = synthetic_graph(spec, seed)
     data.name, data.source, data.split = key, f"synthetic {spec}", f"planetoid-style, seed {seed}"
     return data

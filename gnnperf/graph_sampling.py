@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, Unavailable
 
 
 @dataclass
@@ -243,7 +243,7 @@ def metis_partition(edge_index: Tensor, num_nodes: int, num_parts: int,
     try:
         import pymetis
     except ImportError:
-        raise GnnperfError("cluster needs pymetis: pip install 'gnnperf[cluster]'") from None
+        raise Unavailable("cluster needs pymetis: pip install 'gnnperf[cluster]'") from None
     # METIS wants an undirected graph without self-loops or repeated edges.
     row, col = edge_index.cpu().long()
     off_diagonal = row != col

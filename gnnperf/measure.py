@@ -4,6 +4,7 @@ throughput. Returns dataclasses and never prints."""
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -89,6 +90,10 @@ class VariantResult:
         gpu_monitor (dict): NVML mean and max of GPU utilisation, memory
             used, power and SM clock over the timed epochs; :obj:`None`
             (with the reason in :obj:`gpu_monitor_note`) without a GPU or NVML.
+        chance_acc (float): What guessing the test nodes' most frequent class
+            scores (:func:`chance_level`).
+        at_chance (bool): The test accuracy is not above chance by two
+            binomial standard errors: the variant learned nothing.
     """
     variant: str
     dataset: str
@@ -115,6 +120,8 @@ class VariantResult:
     gpu_monitor: dict | None = None
     gpu_monitor_note: str = ""
     extra: dict = field(default_factory=dict)
+    chance_acc: float | None = None
+    at_chance: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,6 +153,16 @@ def step_peak_bytes(step: Callable[[], object], device: torch.device) -> int | N
     return measure_cpu_peak(step)
 
 
+def chance_level(data: Data) -> tuple[float, float]:
+    """The majority-class share of the test nodes (what a constant guess
+    scores) and the accuracy a variant must exceed not to count as chance:
+    that share plus two binomial standard errors over the test nodes."""
+    labels = data.y[data.test_mask]
+    n = max(int(labels.numel()), 1)
+    share = float(torch.bincount(labels).max()) / n if labels.numel() else 0.0
+    return share, share + 2 * (share * (1 - share) / n) ** 0.5
+
+
 def _run_epoch(run: TrainingRun, counter: _EpochCounter,
                measure_peak: Callable[[Callable[[], object]], None] | None = None,
                timeline: MemoryTimeline | None = None) -> None:
@@ -164,7 +181,18 @@ def _run_epoch(run: TrainingRun, counter: _EpochCounter,
         counter.seeds += batch.num_seeds
         counter.edges += batch.num_edges
     # One host sync per epoch, after timing-relevant work is queued.
-    counter.losses.append(float(torch.stack(losses).float().mean()))
+    mean = float(torch.stack(losses).float().mean())
+    if not math.isfinite(mean):  # NaN arithmetic can be faster: never time it
+        # The slow path only: the mean is finite exactly when every loss is.
+        stacked = torch.stack([loss.detach().float().reshape(()) for loss in losses])
+        bad = int((~torch.isfinite(stacked)).nonzero()[0]) if not bool(
+            torch.isfinite(stacked).all()) else 0
+        raise GnnperfError(
+            f"non-finite loss ({float(stacked[bad])}) in step "
+            f"{counter.steps - len(losses) + bad + 1} (epoch {len(counter.losses) + 1}): its "
+            f"numerics broke, so nothing of it is reported; check the inputs, --lr and the "
+            f"technique")
+    counter.losses.append(mean)
 
 
 def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
@@ -219,6 +247,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         for finish in run.on_finish:
             finish()
         accuracy = run.evaluate()
+    except GnnperfError as exc:  # the same kind (a declared n/a stays one), named
+        raise type(exc)(f"variant {variant}: {exc}") from None
     except torch.OutOfMemoryError:
         raise GnnperfError(
             f"out of memory in variant {variant} on {device}: lower --hidden or "
@@ -232,6 +262,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         if monitor is not None:
             monitor.close()
 
+    chance, chance_bound = chance_level(data)
     steady_epochs = len(epoch_times)
     steps, seeds, edges = (now - before for now, before in
                            zip((counter.steps, counter.seeds, counter.edges), steady_start))
@@ -266,6 +297,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         gpu_monitor=monitor.summary() if monitor is not None else None,
         gpu_monitor_note=monitor_note,
         extra=dict(run.stats),
+        chance_acc=chance,
+        at_chance=accuracy["test"] <= chance_bound,
     )
 
 

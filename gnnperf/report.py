@@ -41,6 +41,7 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "setup": "+".join(r.setup_seconds),
             "peak_mib": None if r.step_peak_bytes is None else r.step_peak_bytes / MIB,
             "test_acc": r.test_acc,
+            "at_chance": r.at_chance,
             "speedup": speedup,
             "memory_ratio": memory,
             "gpu_util_pct": _monitored(r, "gpu_util_pct"),
@@ -53,8 +54,10 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
 
 
 def format_table(results: Sequence[VariantResult], failures: dict[str, str] | None = None,
-                 reference: str = "baseline") -> str:
-    """The summary table: n/a marks what was not measured, never a zero."""
+                 reference: str = "baseline", unavailable: dict[str, str] | None = None) -> str:
+    """The summary table: n/a marks what cannot be measured here (with the
+    reason), never a zero; a failure says "failed" with its error; an
+    accuracy no better than chance is marked."""
     def fmt(value, spec):
         return "n/a" if value is None else format(value, spec)
 
@@ -73,7 +76,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               f"{row['first_epoch_s']:.2f}",
               "" if row["setup_s"] is None else f"{row['setup_s']:.2f} ({row['setup']})",
               fmt(row["peak_mib"], ".1f"),
-              f"{row['test_acc']:.3f}",
+              f"{row['test_acc']:.3f}" + (" (at chance!)" if row["at_chance"] else ""),
               ratio(row["speedup"]),
               ratio(row["memory_ratio"]),
               mean_max(row["gpu_util_pct"], ".0f"),
@@ -90,7 +93,15 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
                      fmt(row["scaling_efficiency"], ".2f") if row["world_size"] else ""]
     for variant, error in (failures or {}).items():
         table.append([variant, "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 8))
-    return tabulate(table, headers=headers, disable_numparse=True)
+    for variant, reason in (unavailable or {}).items():
+        table.append([variant, "n/a", *[""] * 5, reason[:60]] + [""] * (len(headers) - 8))
+    text = tabulate(table, headers=headers, disable_numparse=True)
+    chance = [r for r in results if r.at_chance]
+    if chance:
+        text += "\n" + "\n".join(
+            f"warning: {r.variant} trained to chance: test accuracy {r.test_acc:.3f}, a "
+            f"majority-class guess scores {r.chance_acc:.3f}" for r in chance)
+    return text
 
 
 def format_sampler(result: SamplerThroughput, data) -> str:
@@ -121,9 +132,11 @@ def write_atomic(path: str | os.PathLike, payload: bytes) -> None:
 
 def to_json(results: Sequence[VariantResult], env: dict, config: dict,
             failures: dict[str, str] | None = None, reference: str = "baseline",
-            complete: bool = True) -> str:
+            complete: bool = True, unavailable: dict[str, str] | None = None) -> str:
     """The run as one JSON document; :obj:`complete` is False while variants
-    of ``config["variants"]`` are still to run (or the run was cut short)."""
+    of ``config["variants"]`` are still to run (or the run was cut short).
+    ``failures`` failed; ``unavailable`` cannot run here (the reason names
+    the fix, e.g. an optional dependency to install)."""
     return json.dumps({
         "complete": complete,
         "environment": env,
@@ -132,6 +145,7 @@ def to_json(results: Sequence[VariantResult], env: dict, config: dict,
         "reference": reference,
         "comparison": comparison_rows(results, reference),
         "failures": failures or {},
+        "unavailable": unavailable or {},
     }, indent=2)
 
 

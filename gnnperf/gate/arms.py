@@ -27,14 +27,110 @@ INSTRUMENT = Path(__file__).resolve().parent.parent
 class Arm:
     """What one side of a comparison runs: gnnperf from :obj:`tree`, under
     the interpreter :obj:`python` (another virtual environment: other torch
-    or torch-geometric releases)."""
+    or torch-geometric releases). :obj:`commit` is the commit the tree holds
+    (``None``: read from the tree's own git checkout, if any)."""
     tree: Path
     python: str = sys.executable
     label: str = ""  # what the tree is, e.g. the git ref it was exported from
+    commit: str | None = None
 
     def describe(self) -> str:
         where = f"{self.label} ({self.tree})" if self.label else str(self.tree)
         return where if self.python == sys.executable else f"{where} under {self.python}"
+
+
+def git_state(tree: Path) -> tuple[str | None, bool | None]:
+    """The commit a checkout's HEAD is at and whether its tracked files
+    differ from it; ``(None, None)`` for a tree that is not a checkout's top."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True)
+    top = git("rev-parse", "--show-toplevel")
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(tree).resolve():
+        return None, None
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return None, None
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return head.stdout.strip(), bool(dirty.stdout.strip())
+
+
+def checkout_top(where: Path | str = ".") -> Path:
+    """The git top level of :obj:`where` (as git and asv find the tree you
+    stand in), or a one-line error outside a checkout."""
+    proc = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GnnperfError(f"{Path(where).resolve()} is not inside a git checkout; cd into the "
+                           f"checkout to gate, or give --head-dir")
+    return Path(proc.stdout.strip()).resolve()
+
+
+@dataclass
+class ArmProbe:
+    """What an arm is: its tree's commit and state, its interpreter's Python,
+    torch and PyG versions, its registry's standard variants and, per name
+    asked about, the registry's spelling (``None``: unknown there)."""
+    tree: str
+    label: str
+    commit: str | None
+    dirty: bool | None
+    python: str
+    interpreter: str
+    torch: str
+    torch_geometric: str
+    standard_variants: list[str]
+    known: dict[str, str | None]
+
+    def headline(self) -> str:
+        state = "" if self.dirty is None else " (dirty)" if self.dirty else " (clean)"
+        commit = (self.commit or "no commit")[:12]
+        label = f"{self.label} " if self.label else ""
+        return (f"{label}{self.tree} at {commit}{state}; Python {self.python} "
+                f"({self.interpreter}), torch {self.torch}, torch_geometric "
+                f"{self.torch_geometric}")
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in (
+            "tree", "label", "commit", "dirty", "python", "interpreter", "torch",
+            "torch_geometric")}
+
+
+_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch_geometric
+from gnnperf.variants import get_variant
+try:
+    from gnnperf.variants import standard_variants
+    standard = list(standard_variants())
+except ImportError:
+    from gnnperf.variants import STANDARD_VARIANTS as standard
+known = {}
+for name in json.loads(sys.argv[2]):
+    try:
+        known[name] = get_variant(name).name
+    except Exception:
+        known[name] = None
+print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__,
+                  "torch_geometric": torch_geometric.__version__,
+                  "standard_variants": list(standard), "known": known}))
+"""
+
+
+def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
+    """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
+    proc = subprocess.run([arm.python, "-c", _PROBE, str(arm.tree), json.dumps(list(names))],
+                          capture_output=True, text=True, env=worker_env())
+    if proc.returncode != 0:
+        raise GnnperfError(f"cannot read the variant registry of {arm.describe()}: "
+                           f"{_last_line(proc.stderr)}")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    commit, dirty = git_state(arm.tree)
+    if arm.commit is not None:  # an exported ref: the files are exactly that commit
+        commit, dirty = arm.commit, False
+    return ArmProbe(str(arm.tree), arm.label, commit, dirty, found["python"], arm.python,
+                    found["torch"], found["torch_geometric"], found["standard_variants"],
+                    found["known"])
 
 
 def export_ref(ref: str, dest: Path, repo: Path | str = ".") -> Path:
@@ -78,8 +174,20 @@ def _worker_cmd(mode: str, arm: Arm, cases: list[Case]) -> list[str]:
             "--instrument", str(INSTRUMENT), "--cases", payload]
 
 
-def run_work(arms: dict[str, Arm], cases: list[Case]) -> dict[str, list[dict | None]]:
-    """Work metrics of every case in each arm (the arms in parallel)."""
+def resolve_commit(ref: str, repo: Path | str = ".") -> str:
+    """The commit :obj:`ref` names in :obj:`repo`."""
+    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GnnperfError(f"git archive {ref} failed ({proc.stderr.strip()}); name a commit, "
+                           f"branch or tag of {repo}")
+    return proc.stdout.strip()
+
+
+def run_work(arms: dict[str, Arm], cases: list[Case]) -> dict[str, list[dict]]:
+    """Work metrics of every case in each arm (the arms in parallel); a case
+    an arm cannot measure is ``{"status": ..., "reason": ...}``
+    (see :mod:`gnnperf.gate.worker`)."""
     procs = {name: subprocess.Popen(_worker_cmd("work", arm, cases), env=worker_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name, arm in arms.items()}
@@ -114,14 +222,16 @@ class TimeWorker:
                                f"{_last_line(self.proc.stderr.read())}")
         return json.loads(line)
 
-    def ready(self) -> list[float | None]:
+    def ready(self) -> tuple[list[float | None], list[dict | None]]:
+        """Per case, a rough step time and its status (``None``: timeable)."""
         while True:
             reply = self.read()
             if reply.get("ready"):
-                return reply["step_s"]
+                return reply["step_s"], reply.get("status") or [None] * len(reply["step_s"])
 
     def time(self, case: int, steps: int) -> dict[str, float]:
-        """Wall-clock and CPU seconds per step of a block of :obj:`steps` steps."""
+        """Wall-clock and CPU seconds per step of a block of :obj:`steps`
+        steps (``{"error": ...}`` when its loss was not finite)."""
         self.proc.stdin.write(json.dumps({"case": case, "steps": steps}) + "\n")
         return self.read()
 
@@ -137,7 +247,8 @@ class TimeWorker:
 
 def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
              sample_ms: float, progress: Callable[[int, int], None] | None = None,
-             pin_cpus: bool = True) -> tuple[list[int], dict]:
+             pin_cpus: bool = True, first_set: int = 0, steps: list[int] | None = None,
+             states: dict | None = None) -> tuple[list[int], dict]:
     """Interleaved timing of every case in every arm.
 
     ``processes`` times, one worker process per arm is started (together);
@@ -151,15 +262,27 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
     to both arms of a pair and cancels in their ratio. Returns the block
     size per case (the first arm's step time sets it, the same for all arms)
     and ``times[case][arm][clock][process][round]`` in seconds per step, for
-    the ``cpu`` and ``wall`` clocks."""
+    the ``cpu`` and ``wall`` clocks.
+
+    More sets of an earlier run continue it: :obj:`first_set` numbers them on
+    (CPU rotation, order), :obj:`steps` keeps its block sizes. A case an arm
+    cannot time (absent, unavailable, a crash, a non-finite loss) gets 0
+    steps from then on, and its status in :obj:`states`
+    (``states[case][arm]``, filled in when given)."""
     names = list(arms)
-    steps: list[int] = []
+    steps = list(steps) if steps is not None else []
+    states = {} if states is None else states
     times = {case.name: {arm: {"cpu": [], "wall": []} for arm in names} for case in cases}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    for proc_set in range(processes):
+    for proc_set in range(first_set, first_set + processes):
         workers = {name: TimeWorker(arm, cases) for name, arm in arms.items()}
         try:
-            step_s = {name: w.ready() for name, w in workers.items()}
+            ready = {name: w.ready() for name, w in workers.items()}
+            step_s = {name: r[0] for name, r in ready.items()}
+            for name, (_, case_states) in ready.items():
+                for case, state in zip(cases, case_states):
+                    if state is not None:
+                        states.setdefault(case.name, {})[name] = state
             if pin_cpus and len(cpus) > 1:
                 # Once started (in parallel), every arm's worker of this set
                 # moves to one CPU, the CPU rotating over the sets. A worker
@@ -176,6 +299,8 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
                 steps = [0 if any(step_s[name][i] is None for name in names)
                          else max(1, round(sample_ms / 1e3 / step_s[names[0]][i]))
                          for i in range(len(cases))]
+            steps = [0 if any(step_s[name][i] is None for name in names) else n
+                     for i, n in enumerate(steps)]
             for case in cases:
                 for name in names:
                     for clock in ("cpu", "wall"):
@@ -191,37 +316,17 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
                         continue
                     for name in order:
                         sample = workers[name].time(i, steps[i])
+                        if "error" in sample:  # a non-finite loss: this case is done
+                            states.setdefault(case.name, {})[name] = {
+                                "status": "error", "reason": sample["error"]}
+                            steps[i] = 0
+                            break
                         if rnd > 0:
                             for clock in ("cpu", "wall"):
                                 times[case.name][name][clock][-1].append(sample[clock])
             if progress is not None:
-                progress(proc_set + 1, processes)
+                progress(proc_set + 1, first_set + processes)
         finally:
             for w in workers.values():
                 w.close()
     return steps, times
-
-
-def run_time(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
-             sample_ms: float, clock: str = "cpu",
-             progress: Callable[[int, int], None] | None = None,
-             pin_cpus: bool = True) -> list[TimeSamples]:
-    """:func:`run_arms` on the ``base`` and ``head`` arms, as samples per case."""
-    steps, times = run_arms(arms, cases, processes, rounds, sample_ms, progress, pin_cpus)
-    other = "wall" if clock == "cpu" else "cpu"
-    per_case = [(case.name, n) for case, n in zip(cases, steps) if n]
-    return [TimeSamples(name, n, clock, times[name]["base"][clock], times[name]["head"][clock],
-                        times[name]["base"][other], times[name]["head"][other])
-            for name, n in per_case]
-
-
-def standard_variants(arm: Arm) -> list[str]:
-    """The arm's ``STANDARD_VARIANTS``."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from gnnperf.variants import STANDARD_VARIANTS as v; print(','.join(v))")
-    proc = subprocess.run([arm.python, "-c", code, str(arm.tree)], capture_output=True,
-                          text=True, env=worker_env())
-    if proc.returncode != 0:
-        raise GnnperfError(f"cannot read the variant registry of {arm.describe()}: "
-                           f"{_last_line(proc.stderr)}")
-    return proc.stdout.strip().splitlines()[-1].split(",")

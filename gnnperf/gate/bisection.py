@@ -94,6 +94,12 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
 
         if options.base_python != options.head_python:
             raise GnnperfError("bisect runs every commit under one Python; give one --python")
+        options.validate()
+        known = arm_runner.probe(Arm(tree(chain[-1]), options.head_python),
+                                 [case.variant]).known[case.variant]
+        if known is None:  # a typo: no measurement can tell anything about it
+            raise GnnperfError(f"unknown variant {case.variant!r} in {bad} ({chain[-1][:12]}); "
+                               f"name one of its registry's variants, e.g. baseline@cora")
         if metric == "time":
             return _bisect_time(chain, case, options, tree, log, repo_path)
         return _bisect_work(chain, case, metric, tree, log, repo_path, options.head_python)
@@ -108,7 +114,10 @@ def _bisect_work(chain, case, metric, tree, log, repo, python) -> BisectResult:
 
     def value(commit: str):
         work = arm_runner.run_work({"arm": Arm(tree(commit), python)}, [case])["arm"][0]
-        found = None if work is None else work["exact"][metric]
+        if "status" in work and work["status"] != "absent":  # a crash is not a value
+            raise GnnperfError(f"{case.name} at {commit[:12]}: {work['status']}: "
+                               f"{work['reason']}")
+        found = None if "status" in work else work["exact"][metric]
         measured.append((commit, found))
         log(f"  {commit[:12]}: {metric} = {found}")
         return found
@@ -140,11 +149,13 @@ def _bisect_time(chain, case, options, tree, log, repo) -> BisectResult:
         result = compare_arms(timing, arms, [case], lambda msg: None)
         verdicts = result.report["time"]["verdicts"]
         if not verdicts:
-            raise GnnperfError(f"{case.name} cannot run at {base[:12]} or {head[:12]}")
+            why = "; ".join(result.report["head_failed"].values()) or "; ".join(
+                result.report["base_failed"].values()) or "absent"
+            raise GnnperfError(f"{case.name} cannot run at {base[:12]} or {head[:12]} ({why})")
         verdict = verdicts[0]
         measured.append((head, verdict["ratio"]))
         log(f"  {head[:12]} vs {base[:12]}: ratio {verdict['ratio']:.3f} "
-            f"(p {verdict['p_slower']:.4f}) {verdict['verdict']}")
+            f"(p {verdict['p_slower']:.4f}, {verdict['pairs']} pairs) {verdict['verdict']}")
         return verdict
 
     good = chain[0]

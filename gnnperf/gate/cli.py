@@ -12,8 +12,6 @@ from pathlib import Path
 from gnnperf.case import DEFAULT_DATASETS, Case
 from gnnperf.errors import GnnperfError
 
-CHECKOUT = Path(__file__).resolve().parents[2]
-
 
 def _log(quiet: bool):
     return (lambda msg: None) if quiet else (
@@ -24,6 +22,10 @@ def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds:
                         arm_pythons: bool = True) -> None:
     parser.add_argument("--processes", type=int, default=processes,
                         help=f"worker pairs, the t-test's replicates (default {processes})")
+    parser.add_argument("--max-processes", type=int,
+                        help="adaptive budget: an inconclusive verdict (ratio past the "
+                             "threshold, p not below alpha) gets one more pair at a time up "
+                             "to this many (default 3 x --processes; = --processes: off)")
     parser.add_argument("--rounds", type=int, default=rounds,
                         help=f"interleaved rounds per pair (default {rounds})")
     parser.add_argument("--sample-ms", type=float, default=12.0,
@@ -57,8 +59,9 @@ def add_parsers(sub) -> None:
     where.add_argument("--base", help="git ref of the base (default HEAD; with only "
                                       "--base-python/--head-python, the head tree itself)")
     where.add_argument("--base-dir", help="a checkout to use as the base instead of a ref")
-    gate.add_argument("--head-dir", default=str(CHECKOUT),
-                      help="the tree under test (default: this checkout)")
+    gate.add_argument("--head-dir",
+                      help="the tree under test (default: the git checkout you stand in, "
+                           "its top level)")
     gate.add_argument("--variants", help="comma-separated (default: the head tree's standard ones)")
     gate.add_argument("--datasets", default=",".join(DEFAULT_DATASETS))
     _add_timing_options(gate, processes=6, rounds=30)
@@ -99,6 +102,9 @@ def add_parsers(sub) -> None:
     study.add_argument("--slowdowns", default="0.05,0.10,0.20")
     study.add_argument("--trials", type=int, default=10)
     study.add_argument("--processes", type=int, default=6)
+    study.add_argument("--max-processes", type=int,
+                       help="the adaptive gate's budget (default 3 x --processes); the study "
+                            "reports the fixed and the adaptive gate from the same trials")
     study.add_argument("--rounds", type=int, default=30)
     study.add_argument("--sample-ms", type=float, default=12.0)
     study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05")
@@ -112,14 +118,25 @@ def _label(slowdown: float) -> str:
     return "A/A" if slowdown == 0 else f"+{slowdown * 100:g}%"
 
 
-def _cases(text: str) -> Case:
+def _cases(text: str, check_variant: bool = True) -> Case:
+    """A ``variant@dataset`` case, both names checked: the dataset with
+    data.py's grammar, the variant (unless the caller checks it in the tree
+    it runs) with this checkout's registry."""
+    from gnnperf.data import check_dataset_name
     try:
-        return Case.parse(text)
+        case = Case.parse(text)
     except ValueError as exc:
         raise GnnperfError(str(exc)) from None
+    check_dataset_name(case.dataset)
+    if check_variant:
+        from gnnperf.variants import get_variant
+        get_variant(case.variant)
+    return case
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    from gnnperf.data import split_datasets
+    from gnnperf.gate.arms import checkout_top
     from gnnperf.gate.compare import GateOptions, run_gate
     from gnnperf.report import write_atomic
 
@@ -127,12 +144,14 @@ def gate_command(args: argparse.Namespace) -> int:
         if path is not None and not path.parent.resolve().is_dir():
             raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist")
     options = GateOptions(
-        base=args.base, base_dir=args.base_dir, head_dir=args.head_dir,
+        base=args.base, base_dir=args.base_dir,
+        head_dir=str(Path(args.head_dir).resolve() if args.head_dir else checkout_top()),
         base_python=args.base_python, head_python=args.head_python,
         variants=[v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants else None,
-        datasets=tuple(d.strip() for d in args.datasets.split(",") if d.strip()),
-        processes=args.processes, rounds=args.rounds, sample_ms=args.sample_ms,
+        datasets=split_datasets(args.datasets),
+        processes=args.processes, max_processes=args.max_processes, rounds=args.rounds,
+        sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,
         time_gate=not args.no_time, work_gate=not args.no_work,
         accept_work_change=args.accept_work_change, pin_cpus=not args.no_pin)
@@ -150,14 +169,16 @@ def bisect_command(args: argparse.Namespace) -> int:
     from gnnperf.gate.bisection import bisect
     from gnnperf.gate.compare import GateOptions
 
-    options = GateOptions(head_dir=str(CHECKOUT), base_python=args.python, head_python=args.python,
-                          processes=args.processes, rounds=args.rounds,
+    options = GateOptions(head_dir=str(Path(args.repo).resolve()), base_python=args.python,
+                          head_python=args.python, processes=args.processes,
+                          max_processes=args.max_processes, rounds=args.rounds,
                           sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha,
                           pin_cpus=not args.no_pin)
     options.validate()
     start = time.perf_counter()
-    result = bisect(args.good, args.bad, _cases(args.case), args.metric, args.repo, options,
-                    _log(args.quiet))
+    # The variant is checked in the BAD commit's registry (bisect's own check).
+    result = bisect(args.good, args.bad, _cases(args.case, check_variant=False), args.metric,
+                    args.repo, options, _log(args.quiet))
     print(result.describe() + f" in {time.perf_counter() - start:.0f} s")
     return 0
 
@@ -185,23 +206,32 @@ def sensitivity_command(args: argparse.Namespace) -> int:
                                "--sample-ms > 0")
         if not slowdowns or min(slowdowns) <= 0:
             raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
+        if args.max_processes is not None and args.max_processes < args.processes:
+            raise GnnperfError(f"--max-processes {args.max_processes} is below --processes "
+                               f"{args.processes}; give at least as many (equal: no adaptivity)")
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
                                  args.rounds, args.sample_ms, args.alpha, thresholds[0],
-                                 pin_cpus=not args.no_pin)
+                                 pin_cpus=not args.no_pin, max_processes=args.max_processes)
 
         def progress(study: dict, latest: list[dict]) -> None:
             done = latest[0]["trial"] + 1
-            print(f"trial {done}/{settings.trials} [{latest[0]['seconds']:.0f} s] " + "  ".join(
-                f"{_label(r['slowdown'])}: {r['cpu']['ratio']:.3f} (p {r['cpu']['p_slower']:.3f})"
-                for r in latest), flush=True)
+            print(f"trial {done}/{settings.trials} [{latest[0]['seconds']:.0f} s, "
+                  f"{latest[0]['sets']} sets] " + "  ".join(
+                      f"{_label(r['slowdown'])}: {r['cpu']['ratio']:.3f} (p {r['cpu']['p_slower']:.3f}"
+                      f"; adaptive {r['adaptive']['ratio']:.3f}, p {r['adaptive']['p_slower']:.3f}"
+                      f", {r['adaptive']['pairs']} pairs)" for r in latest), flush=True)
             if args.json:
                 write_atomic(args.json, json.dumps(study).encode())
 
-        study = run_study(settings, CHECKOUT, progress)
+        from gnnperf.gate.arms import checkout_top
+        study = run_study(settings, checkout_top(), progress)
         if args.json:
             write_atomic(args.json, json.dumps(study).encode())
     print(json.dumps(study["settings"]))
-    print(format_table(study["trials"], evaluate(study["trials"], thresholds, args.alpha)))
+    processes = study["settings"]["processes"]
+    adaptive = (processes, study["settings"].get("max_processes", 3 * processes))
+    print(format_table(study["trials"], evaluate(study["trials"], thresholds, args.alpha,
+                                                 adaptive=adaptive)))
     return 0
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Callable
 
 from gnnperf.case import DEFAULT_DATASETS, Case, default_cases
+from gnnperf.data import check_dataset_name
 from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
-from gnnperf.gate.arms import Arm
+from gnnperf.gate.arms import Arm, ArmProbe
 from gnnperf.gate.report import format_time, format_work, markdown
-from gnnperf.gate.stats import decide
+from gnnperf.gate.stats import TimeSamples, decide, inconclusive
 from gnnperf.gate.work import compare_work
 
 
@@ -25,13 +26,18 @@ class GateOptions:
         base (str): git ref of the base tree (default ``HEAD``; with only
             Python arms given, the head tree itself).
         base_dir (str): A checkout to use as the base instead of a ref.
-        head_dir (str): The tree under test (default: this checkout).
+        head_dir (str): The tree under test (the CLI's default: the git top
+            level of the current directory).
         repo (str): The repository :obj:`base` is read from (default: the head tree).
         base_python (str), head_python (str): Interpreters of the arms
             (other virtual environments: dependency releases as arms).
         variants (list): Variants (``None``: the head tree's standard ones).
         datasets (tuple): Graphs every variant runs on.
         processes (int): Worker process pairs (the t-test's replicates).
+        max_processes (int): The adaptive budget: an inconclusive verdict
+            (ratio past the threshold, p not below alpha) gets one more
+            pair at a time up to this many (``None``: 3 x :obj:`processes`;
+            :obj:`processes` turns adaptivity off).
         rounds (int): Interleaved rounds per pair.
         sample_ms (float): Target CPU time of one timed block of steps.
         clock (str): ``cpu`` (the worker's CPU time) or ``wall``.
@@ -53,6 +59,7 @@ class GateOptions:
     variants: list[str] | None = None
     datasets: tuple[str, ...] = DEFAULT_DATASETS
     processes: int = 6
+    max_processes: int | None = None
     rounds: int = 30
     sample_ms: float = 12.0
     clock: str = "cpu"
@@ -67,6 +74,9 @@ class GateOptions:
     def validate(self) -> None:
         if self.processes < 3 or self.rounds < 3:
             raise GnnperfError("need --processes >= 3 (the t-test's replicates) and --rounds >= 3")
+        if self.max_processes is not None and self.max_processes < self.processes:
+            raise GnnperfError(f"--max-processes {self.max_processes} is below --processes "
+                               f"{self.processes}; give at least as many (equal: no adaptivity)")
         if self.clock not in ("cpu", "wall"):
             raise GnnperfError(f"--clock {self.clock!r}: use cpu or wall")
         if not 0 <= self.threshold < 1 or not 0 < self.alpha < 1:
@@ -82,6 +92,15 @@ class GateOptions:
             raise GnnperfError(f"--base-dir {self.base_dir} has no gnnperf folder; give a checkout")
         if not (Path(self.head_dir) / "gnnperf").is_dir():
             raise GnnperfError(f"--head-dir {self.head_dir} has no gnnperf folder; give a checkout")
+        for name in self.datasets:
+            check_dataset_name(name)
+        for case in self.cases:
+            check_dataset_name(case.dataset)
+
+    @property
+    def budget(self) -> int:
+        """Process pairs a verdict may take at most."""
+        return self.max_processes if self.max_processes is not None else 3 * self.processes
 
 
 @dataclass
@@ -100,69 +119,190 @@ class GateResult:
 def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
              ) -> GateResult:
     """Runs the exact work gate and the statistical time gate on the base and
-    head arms; ``failed`` when a work metric changed (unless accepted) or a
-    benchmark's time regressed."""
+    head arms; ``failed`` when a work metric changed (unless accepted), a
+    benchmark's time regressed, a benchmark the base has is gone from the
+    head, or the head cannot measure one (a crash, a non-finite loss).
+    Unknown names, and a run that measures nothing, are errors."""
     options.validate()
     head_tree = Path(options.head_dir).resolve()
     head = Arm(head_tree, options.head_python)
     with tempfile.TemporaryDirectory(prefix="gnnperf-gate-") as tmp:
         if options.base_dir:
-            base_tree, label = Path(options.base_dir).resolve(), ""
+            base = Arm(Path(options.base_dir).resolve(), options.base_python)
         elif options.base is None and (options.base_python != options.head_python):
-            base_tree, label = head_tree, ""  # environments are the arms: one tree in both
+            base = Arm(head_tree, options.base_python)  # environments are the arms: one tree
         else:
             label = options.base or "HEAD"
-            base_tree = arm_runner.export_ref(label, Path(tmp) / "base", options.repo or head_tree)
-        arms = {"base": Arm(base_tree, options.base_python, label), "head": head}
+            repo = options.repo or head_tree
+            commit = arm_runner.resolve_commit(label, repo)
+            base = Arm(arm_runner.export_ref(commit, Path(tmp) / "base", repo),
+                       options.base_python, label, commit)
+        arms = {"base": base, "head": head}
+        asked = options.variants or []
+        probes = {name: arm_runner.probe(arm, asked) for name, arm in arms.items()}
+        unknown = [v for v in asked if all(p.known.get(v) is None for p in probes.values())]
+        if unknown:  # a typo, not a benchmark removed: neither arm knows it
+            from gnnperf.variants import get_variant
+            get_variant(unknown[0])  # the registry's own one-line error
+            raise GnnperfError(f"unknown variant {unknown[0]!r} in both arms")
         cases = options.cases or default_cases(
-            options.variants or arm_runner.standard_variants(head), options.datasets)
-        return compare_arms(options, arms, cases, log)
+            options.variants or probes["head"].standard_variants, options.datasets)
+        return compare_arms(options, arms, cases, log, probes)
+
+
+def _not_measured(entry) -> dict | None:
+    """The status of a work or time entry that is not a measurement."""
+    return entry if isinstance(entry, dict) and "status" in entry else None
 
 
 def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
-             log: Callable[[str], None]) -> GateResult:
+                 log: Callable[[str], None], probes: dict[str, ArmProbe] | None = None
+                 ) -> GateResult:
+    """The gate on two prepared arms: the report starts with both arms
+    (tree, commit, dirty or not, Python, torch, PyG); each case is measured,
+    new (the base lacks it), removed (the head lacks it: fails), n/a (a
+    declared "cannot here" in an arm) or failed (the head cannot measure it:
+    fails; the base cannot: reported, not compared)."""
+    probes = probes or {name: arm_runner.probe(arm) for name, arm in arms.items()}
     names = [case.name for case in cases]
     report: dict = {"cases": names,
-                    "arms": {name: arm.describe() for name, arm in arms.items()},
+                    "arms": {name: probe.to_dict() for name, probe in probes.items()},
                     "settings": {k: getattr(options, k) for k in (
-                        "processes", "rounds", "sample_ms", "clock", "threshold", "alpha", "pin_cpus")}}
-    text: list[str] = []
-    failed = False
+                        "processes", "rounds", "sample_ms", "clock", "threshold", "alpha",
+                        "pin_cpus")} | {"max_processes": options.budget}}
+    text = [f"{name}: {probe.headline()}" for name, probe in probes.items()]
+    states: dict[str, dict[str, dict]] = {}  # case -> arm -> status of a case not measured
+    measured: set[str] = set()
     if options.work_gate:
         log(f"work metrics of {len(cases)} benchmarks in both arms ...")
         work = arm_runner.run_work(arms, cases)
-        rows = compare_work(names, work["base"], work["head"])
+        for arm, entries in work.items():
+            for case, entry in zip(names, entries):
+                if _not_measured(entry):
+                    states.setdefault(case, {})[arm] = entry
+        measurable = [not any(_not_measured(work[arm][i]) for arm in work)
+                      for i in range(len(cases))]
+        rows = compare_work([n for n, ok in zip(names, measurable) if ok],
+                            [e for e, ok in zip(work["base"], measurable) if ok],
+                            [e for e, ok in zip(work["head"], measurable) if ok])
+        measured |= {n for n, ok in zip(names, measurable) if ok}
         report["work"] = {"base": work["base"], "head": work["head"], "rows": rows}
         text += ["== exact work metrics (one training step)", format_work(rows)]
-        changed = any(not row["same"] and not row.get("new") for row in rows)
+        changed = any(not row["same"] for row in rows)
         if changed and not options.accept_work_change:
-            failed = True
             text.append("work gate: FAILED (a work metric changed; --accept-work-change "
                         "if intended)")
         else:
             text.append("work gate: " + ("changed, accepted" if changed else "passed"))
+        report["work"]["failed"] = changed and not options.accept_work_change
     if options.time_gate:
         log(f"timing {len(cases)} benchmarks: {options.processes} process pairs x "
-            f"{options.rounds} interleaved rounds ...")
+            f"{options.rounds} interleaved rounds (up to {options.budget} pairs where "
+            f"inconclusive) ...")
         start = time.perf_counter()
-        samples = arm_runner.run_time(
-            arms, cases, options.processes, options.rounds, options.sample_ms, options.clock,
-            progress=lambda i, n: log(f"  pair {i}/{n} done ({time.perf_counter() - start:.0f} s)"),
-            pin_cpus=options.pin_cpus)
+        samples = time_gate(arms, [c for c in cases if c.name not in states], options,
+                            states, log)
         verdicts = [decide(s, options.threshold, options.alpha) for s in samples]
+        measured |= {v.case for v in verdicts}
         report["time"] = {"samples": [asdict(s) for s in samples],
                           "verdicts": [asdict(v) for v in verdicts],
                           "seconds": time.perf_counter() - start}
         text += [f"== step time, {options.clock} clock (base = A, head = B)",
                  format_time(verdicts, options.threshold, options.alpha)]
-        untimed = sorted(set(names) - {v.case for v in verdicts})
-        if untimed:
-            text.append(f"not timed (absent from an arm): {', '.join(untimed)}")
         regressions = [v.case for v in verdicts if v.verdict == "REGRESSION"]
-        if regressions:
-            failed = True
-            text.append(f"time gate: FAILED ({', '.join(regressions)})")
-        else:
-            text.append("time gate: passed")
+        report["time"]["failed"] = bool(regressions)
+        text.append(f"time gate: FAILED ({', '.join(regressions)})" if regressions
+                    else "time gate: passed")
+    removed, new, unavailable, head_failed, base_failed = [], [], {}, {}, {}
+    for case in names:
+        mine = states.get(case, {})
+        kinds = {arm: entry["status"] for arm, entry in mine.items()}
+        if kinds.get("head") == "error":
+            head_failed[case] = mine["head"]["reason"]
+        elif kinds.get("head") == "absent" and kinds.get("base") != "absent":
+            removed.append(case)
+        elif kinds.get("base") == "absent" and kinds.get("head") != "absent":
+            new.append(case)
+        elif "unavailable" in kinds.values():
+            unavailable[case] = next(e["reason"] for e in mine.values()
+                                     if e["status"] == "unavailable")
+        elif kinds.get("base") == "error":
+            base_failed[case] = mine["base"]["reason"]
+    report.update(removed=removed, new=new, unavailable=unavailable, head_failed=head_failed,
+                  base_failed=base_failed)
+    for case, reason in head_failed.items():
+        text.append(f"{case}: FAILED in the head: {reason}")
+    for case in removed:
+        text.append(f"{case}: FAILED: removed or renamed (the base has it, the head does not)")
+    for case in new:
+        text.append(f"{case}: new (the base lacks it; measured in the head only: not compared)")
+    for case, reason in unavailable.items():
+        text.append(f"{case}: n/a ({reason})")
+    for case, reason in base_failed.items():
+        text.append(f"{case}: not compared: the base cannot measure it ({reason})")
+    if not measured and not removed and not head_failed:
+        why = "; ".join(f"{case}: {next(iter(states[case].values()))['reason']}"
+                        for case in names if case in states)
+        raise GnnperfError(f"no benchmark was measured in both arms ({why or 'none asked'}); "
+                           f"nothing passed, so the gate does not say it did")
+    failed = bool(removed or head_failed or report.get("work", {}).get("failed")
+                  or report.get("time", {}).get("failed"))
     report["failed"] = failed
     return GateResult(failed, "\n".join(text), report)
+
+
+def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,
+              states: dict, log: Callable[[str], None] = lambda msg: None
+              ) -> list[TimeSamples]:
+    """Interleaved timing of :obj:`cases` in the ``base`` and ``head`` arms,
+    as samples per case (on the gate's clock, the other one beside). Adaptive: a case whose verdict is inconclusive after
+    :obj:`options.processes` pairs (ratio past the threshold, p not below
+    alpha) is timed in one more pair at a time, alone, until it is decided or
+    has :attr:`~GateOptions.budget` pairs, as Swift's benchmark driver re-runs
+    its suspicious subset. A case an arm cannot time goes into :obj:`states`."""
+    start = time.perf_counter()
+
+    def timed(subset: list[Case], pairs: int, first_set: int, steps=None):
+        return arm_runner.run_arms(
+            arms, subset, pairs, options.rounds, options.sample_ms, pin_cpus=options.pin_cpus,
+            first_set=first_set, steps=steps, states=states,
+            progress=lambda i, n: log(f"  pair {i} done ({time.perf_counter() - start:.0f} s)"))
+
+    other = "wall" if options.clock == "cpu" else "cpu"
+    steps, times = timed(cases, options.processes, 0)
+    samples: dict[str, TimeSamples] = {}
+    block = {}
+    for case, n in zip(cases, steps):
+        if n and case.name not in states:
+            t = times[case.name]
+            samples[case.name] = TimeSamples(case.name, n, options.clock,
+                                             t["base"][options.clock], t["head"][options.clock],
+                                             t["base"][other], t["head"][other])
+            block[case.name] = n
+
+    def open_cases() -> list[Case]:
+        out = []
+        for case in cases:
+            s = samples.get(case.name)
+            if s is None or case.name in states or len(s.a) >= options.budget:
+                continue
+            v = decide(s, options.threshold, options.alpha)
+            if inconclusive(v.ratio, v.p_slower, v.p_faster, options.threshold, options.alpha):
+                out.append(case)
+        return out
+
+    next_set = options.processes
+    while (pending := open_cases()):
+        log(f"  inconclusive after {next_set} pairs: {', '.join(c.name for c in pending)}; "
+            f"one more pair")
+        _, more = timed(pending, 1, next_set, [block[c.name] for c in pending])
+        next_set += 1
+        for case in pending:
+            if case.name in states:
+                continue
+            s, t = samples[case.name], more[case.name]
+            s.a += t["base"][options.clock]
+            s.b += t["head"][options.clock]
+            s.a_other += t["base"][other]
+            s.b_other += t["head"][other]
+    return [samples[c.name] for c in cases if c.name in samples and c.name not in states]

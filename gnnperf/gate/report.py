@@ -27,14 +27,14 @@ def _fmt(value) -> str:
 def format_time(verdicts: list[Verdict], threshold: float, alpha: float) -> str:
     """The time gate's table, one line per benchmark."""
     lines = [f"{'benchmark':30} {'base ms':>9} {'spread':>7} {'head ms':>9} {'spread':>7} "
-             f"{'ratio':>7} {'95% CI':>15} {'p':>7}  verdict"]
+             f"{'ratio':>7} {'95% CI':>15} {'p':>7} {'pairs':>5}  verdict"]
     for v in verdicts:
         p = v.p_faster if v.ratio < 1 else v.p_slower
         lines.append(f"{v.case:30} {v.base_median_s * 1e3:9.3f} {v.base_spread:7.1%} "
                      f"{v.head_median_s * 1e3:9.3f} {v.head_spread:7.1%} {v.ratio:7.3f} "
-                     f"[{v.ci_low:.3f},{v.ci_high:.3f}] {p:7.4f}  {v.verdict}")
+                     f"[{v.ci_low:.3f},{v.ci_high:.3f}] {p:7.4f} {v.pairs:5d}  {v.verdict}")
     lines.append(f"(regression: ratio > {1 + threshold:.3f} and one-sided t-test across process "
-                 f"pairs p < {alpha}; "
+                 f"pairs p < {alpha}; an inconclusive verdict got more pairs; "
                  f"spread = IQR/median of the per-step samples)")
     return "\n".join(lines)
 
@@ -56,6 +56,31 @@ def _work_verdict(rows: list[dict], case: str) -> str:
     return "**changed**: " + ", ".join(changed) if changed else "same"
 
 
+def _arm_line(arm) -> str:
+    if isinstance(arm, str):
+        return f"`{arm}`"
+    state = "" if arm.get("dirty") is None else " (dirty)" if arm["dirty"] else " (clean)"
+    label = f"{arm['label']} " if arm.get("label") else ""
+    return (f"{label}`{arm['tree']}` at `{(arm.get('commit') or 'no commit')[:12]}`{state}, "
+            f"Python {arm['python']}, torch {arm['torch']}, torch_geometric "
+            f"{arm['torch_geometric']}")
+
+
+def _status(report: dict, case: str) -> str:
+    """What happened to a case that has no time verdict, if not plain absence."""
+    if case in report.get("head_failed", {}):
+        return f"**FAILED** in the head: {report['head_failed'][case]}"
+    if case in report.get("removed", []):
+        return "**FAILED**: removed from the head"
+    if case in report.get("new", []):
+        return "new in the head"
+    if case in report.get("unavailable", {}):
+        return f"n/a ({report['unavailable'][case]})"
+    if case in report.get("base_failed", {}):
+        return f"not compared: the base failed ({report['base_failed'][case]})"
+    return ""
+
+
 def markdown(report: dict) -> str:
     """One table row per benchmark: base and head step time, the ratio with
     its 95% interval, the p-value, the time verdict, the work verdict and the
@@ -64,10 +89,11 @@ def markdown(report: dict) -> str:
     verdicts = {v["case"]: v for v in report.get("time", {}).get("verdicts", [])}
     rows = report.get("work", {}).get("rows", [])
     failed = report.get("failed")
-    lines = [f"### gnnperf gate: {'FAILED' if failed else 'passed'}", "",
-             f"base: `{report['arms']['base']}`  ", f"head: `{report['arms']['head']}`", "",
-             "| benchmark | base ms | head ms | ratio [95% CI] | p | time | work | ops changed |",
-             "|---|---:|---:|---|---:|---|---|---|"]
+    lines = [f"### gnnperf gate: {'FAILED' if failed else 'passed'}", ""]
+    lines += [f"{name}: {_arm_line(arm)}  " for name, arm in report["arms"].items()]
+    lines += ["", "| benchmark | base ms | head ms | ratio [95% CI] | p | pairs | time | work "
+                  "| ops changed |",
+              "|---|---:|---:|---|---:|---:|---|---|---|"]
     for case in report["cases"]:
         v = verdicts.get(case)
         if v is not None:
@@ -75,9 +101,10 @@ def markdown(report: dict) -> str:
             verdict = f"**{v['verdict']}**" if v["verdict"] == "REGRESSION" else v["verdict"]
             timing = (f"{v['base_median_s'] * 1e3:.3f} | {v['head_median_s'] * 1e3:.3f} | "
                       f"{v['ratio']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}] | {p:.4f} | "
-                      f"{verdict}")
+                      f"{v.get('pairs', '-')} | {verdict}")
         else:
-            timing = "- | - | - | - | " + ("not timed" if "time" in report else "off")
+            timing = "- | - | - | - | - | " + (_status(report, case) or (
+                "not timed" if "time" in report else "off"))
         work = _work_verdict(rows, case) if "work" in report else "off"
         lines.append(f"| {case} | {timing} | {work} | {_op_changes(rows, case)} |")
     lines += ["", f"Regression: ratio > {1 + settings['threshold']:.3f} and one-sided t-test "

@@ -15,7 +15,12 @@ the gate's two, so the study is if anything pessimistic.
 From the stored ratios and p-values it reports, per decision threshold
 (the gate's ``--threshold``) and clock, the false-alarm rate (A/A trials
 judged a regression) and the detection rate per slowdown
-(``gnnperf sensitivity``).
+(``gnnperf sensitivity``), for the fixed gate (``--processes`` pairs) and
+the adaptive one (one more pair at a time while a comparison is
+inconclusive, up to ``--max-processes``): a trial runs its extra sets while
+any comparison wants one, and each comparison is judged on the pairs the
+adaptive gate would have used, so one study gives both, with the wall time
+each took.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ from gnnperf import faults
 from gnnperf.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
-from gnnperf.gate.stats import TimeSamples, decide, judge, pair_log_ratios, pair_test
+from gnnperf.gate.stats import (TimeSamples, adaptive_test, decide, inconclusive, judge,
+                                pair_log_ratios, pair_test)
 
 
 @dataclass
@@ -48,13 +54,20 @@ class StudySettings:
     alpha: float = 0.01
     threshold: float = 0.03
     pin_cpus: bool = True
+    max_processes: int | None = None  # the adaptive budget (None: 3 x processes)
+
+    @property
+    def budget(self) -> int:
+        return self.max_processes if self.max_processes is not None else 3 * self.processes
 
 
 def calibrate(arm: Arm, case: Case, samples: int = 30) -> float:
     """Median CPU seconds of one step of :obj:`case` in :obj:`arm`."""
     worker = TimeWorker(arm, [case])
     try:
-        worker.ready()
+        _, states = worker.ready()
+        if states[0] is not None:
+            raise GnnperfError(f"{case.name} cannot run in this tree: {states[0]['reason']}")
         return statistics.median(worker.time(0, 1)["cpu"] for _ in range(samples))
     finally:
         worker.close()
@@ -69,7 +82,8 @@ def run_study(settings: StudySettings, source: Path,
     record_settings = {"case": case.name, "trials": settings.trials,
                        "processes": settings.processes, "rounds": settings.rounds,
                        "sample_ms": settings.sample_ms, "alpha": settings.alpha,
-                       "threads": case.threads, "pin_cpus": settings.pin_cpus}
+                       "threads": case.threads, "pin_cpus": settings.pin_cpus,
+                       "threshold": settings.threshold, "max_processes": settings.budget}
     with tempfile.TemporaryDirectory(prefix="gnnperf-sensitivity-") as tmp:
         try:
             tree_a = copy_tree(source, Path(tmp) / "A")
@@ -84,24 +98,59 @@ def run_study(settings: StudySettings, source: Path,
             arms[f"B{s}"] = Arm(tree)
         trials: list[dict] = []
         start = time.perf_counter()
+        comparisons = [(0.0, "A2")] + [(s, f"B{s}") for s in settings.slowdowns]
         for trial in range(settings.trials):
             trial_start = time.perf_counter()
+            states: dict = {}
             steps, times = run_arms(arms, [case], settings.processes, settings.rounds,
-                                    settings.sample_ms, pin_cpus=settings.pin_cpus)
+                                    settings.sample_ms, pin_cpus=settings.pin_cpus,
+                                    states=states)
             if not steps[0]:
-                raise GnnperfError(f"{case.name} cannot run in this tree; name a registry "
-                                   f"variant and a dataset it supports")
+                why = "; ".join(s["reason"] for s in states.get(case.name, {}).values())
+                raise GnnperfError(f"{case.name} cannot run in this tree ({why or 'absent'})")
             per_arm = times[case.name]
-            for s, arm in [(0.0, "A2")] + [(s, f"B{s}") for s in settings.slowdowns]:
-                record = {"trial": trial, "slowdown": s, "steps": steps[0],
-                          "seconds": time.perf_counter() - trial_start}
+            fixed_seconds = time.perf_counter() - trial_start
+            sets = settings.processes
+
+            def wants_more() -> bool:  # a comparison the adaptive gate would extend
+                for _, arm in comparisons:
+                    logs = pair_log_ratios(per_arm["A"]["cpu"], per_arm[arm]["cpu"])
+                    ratio, p_slower, p_faster, used = adaptive_test(
+                        logs, settings.processes, settings.budget, settings.threshold,
+                        settings.alpha)
+                    if used == sets < settings.budget and inconclusive(
+                            ratio, p_slower, p_faster, settings.threshold, settings.alpha):
+                        return True
+                return False
+
+            while wants_more():
+                _, more = run_arms(arms, [case], 1, settings.rounds, settings.sample_ms,
+                                   pin_cpus=settings.pin_cpus, first_set=sets, steps=steps,
+                                   states=states)
+                if states:
+                    raise GnnperfError(f"{case.name} failed in an extra set: {states}")
+                for arm in arms:
+                    for clock in ("cpu", "wall"):
+                        per_arm[arm][clock] += more[case.name][arm][clock]
+                sets += 1
+            for s, arm in comparisons:
+                record = {"trial": trial, "slowdown": s, "steps": steps[0], "sets": sets,
+                          "seconds": time.perf_counter() - trial_start,
+                          "seconds_fixed": fixed_seconds}
                 for clock in ("cpu", "wall"):
-                    samples = TimeSamples(case.name, steps[0], clock, per_arm["A"][clock],
-                                          per_arm[arm][clock])
+                    logs = pair_log_ratios(per_arm["A"][clock], per_arm[arm][clock])
+                    samples = TimeSamples(case.name, steps[0], clock,
+                                          per_arm["A"][clock][:settings.processes],
+                                          per_arm[arm][clock][:settings.processes])
                     v = decide(samples, settings.threshold, settings.alpha)
                     record[clock] = {"ratio": v.ratio, "p_slower": v.p_slower,
                                      "p_faster": v.p_faster, "ci": [v.ci_low, v.ci_high],
-                                     "log_ratios": pair_log_ratios(samples.a, samples.b)}
+                                     "log_ratios": logs}
+                ratio, p_slower, p_faster, used = adaptive_test(
+                    record["cpu"]["log_ratios"], settings.processes, settings.budget,
+                    settings.threshold, settings.alpha)
+                record["adaptive"] = {"ratio": ratio, "p_slower": p_slower,
+                                      "p_faster": p_faster, "pairs": used}
                 trials.append(record)
             if on_trial is not None:
                 on_trial({"settings": record_settings, "trials": trials},
@@ -111,20 +160,26 @@ def run_study(settings: StudySettings, source: Path,
 
 
 def rejudge(study: dict) -> dict:
-    """The study's trials judged by the current decision rule."""
+    """The study's trials judged by the current decision rule (the fixed
+    gate on the first ``processes`` pairs; the adaptive one by
+    :func:`evaluate`)."""
+    processes = study["settings"]["processes"]
     for t in study["trials"]:
         t["slowdown"] = float(t["slowdown"])
         for clock in ("cpu", "wall"):
-            center, p_slower, p_faster, lo, hi = pair_test(t[clock]["log_ratios"])
+            center, p_slower, p_faster, lo, hi = pair_test(t[clock]["log_ratios"][:processes])
             t[clock].update(ratio=math.exp(center), p_slower=p_slower, p_faster=p_faster,
                             ci=[math.exp(lo), math.exp(hi)])
     return study
 
 
 def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
-             clocks=("cpu", "wall")) -> list[dict]:
+             clocks=("cpu", "wall"), adaptive: tuple[int, int] | None = None) -> list[dict]:
     """Rates per clock and threshold: ``false_alarm`` (A/A trials judged a
-    regression) and ``detect[s]`` (trials with slowdown s judged one)."""
+    regression) and ``detect[s]`` (trials with slowdown s judged one). With
+    :obj:`adaptive` ``(processes, budget)``, also the adaptive gate's rates
+    on the CPU clock, replayed on each trial's pairs (``pairs``: their mean
+    number), as rows with ``clock`` ``cpu, adaptive``."""
     rows = []
     conditions = sorted({t["slowdown"] for t in trials})
     for clock in clocks:
@@ -135,6 +190,22 @@ def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
                 hits = sum(judge(r["ratio"], r["p_slower"], r["p_faster"],
                                          threshold, alpha) == "REGRESSION" for r in runs)
                 row[s] = (hits, len(runs))
+            rows.append(row)
+    if adaptive is not None:
+        processes, budget = adaptive
+        for threshold in thresholds:
+            row = {"clock": "cpu, adaptive", "threshold": threshold, "alpha": alpha}
+            pairs = []
+            for s in conditions:
+                hits = 0
+                runs = [t for t in trials if t["slowdown"] == s]
+                for t in runs:
+                    ratio, p_slower, p_faster, used = adaptive_test(
+                        t["cpu"]["log_ratios"], processes, budget, threshold, alpha)
+                    pairs.append(used)
+                    hits += judge(ratio, p_slower, p_faster, threshold, alpha) == "REGRESSION"
+                row[s] = (hits, len(runs))
+            row["pairs"] = statistics.fmean(pairs) if pairs else float("nan")
             rows.append(row)
     return rows
 
@@ -165,7 +236,7 @@ def format_table(trials: list[dict], rows: list[dict]) -> str:
                              f"[{min(ratios):.3f}, {max(ratios):.3f}] |")
     lines += ["", "Alarm rates per decision threshold (ratio > 1 + threshold and p < alpha):", ""]
     header = "| clock | threshold | alpha | false alarms (A/A) | " + " | ".join(
-        f"detected +{s:.0%}" for s in conditions if s > 0) + " | smallest clean |"
+        f"detected +{s:.0%}" for s in conditions if s > 0) + " | smallest clean | mean pairs |"
     lines.append(header)
     lines.append("|" + "---|" * (header.count("|") - 1))
     for row in rows:
@@ -174,5 +245,12 @@ def format_table(trials: list[dict], rows: list[dict]) -> str:
                  "{}/{}".format(*row.get(0.0, (0, 0)))]
         cells += ["{}/{}".format(*row[s]) for s in conditions if s > 0]
         cells.append(f"+{clean:.0%}" if clean is not None else "-")
+        cells.append(f"{row['pairs']:.1f}" if "pairs" in row else "fixed")
         lines.append("| " + " | ".join(cells) + " |")
+    by_trial = {t["trial"]: t for t in trials if "seconds_fixed" in t}
+    if by_trial:
+        fixed = sum(t["seconds_fixed"] for t in by_trial.values())
+        total = sum(t["seconds"] for t in by_trial.values())
+        lines += ["", f"Wall time of {len(by_trial)} trials: fixed gate {fixed:.0f} s, "
+                      f"adaptive {total:.0f} s (its extra pairs included)."]
     return "\n".join(lines)

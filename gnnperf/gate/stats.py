@@ -37,6 +37,7 @@ class Verdict:
     p_slower: float
     p_faster: float
     verdict: str
+    pairs: int = 0  # the process pairs it was decided on
 
 
 def _spread(values: list[float]) -> float:
@@ -75,7 +76,7 @@ def pair_test(log_ratios: list[list[float]]) -> tuple[float, float, float, float
         from scipy import stats
     except ImportError:
         from gnnperf.errors import GnnperfError
-        raise GnnperfError("the time gate's t-test needs scipy: pip install -e '.[bench]'") from None
+        raise GnnperfError("the time gate's t-test needs scipy (a base dependency of gnnperf): pip install scipy") from None
 
     estimates = [float(_iqm(rounds)) for rounds in log_ratios]
     mean = statistics.fmean(estimates)
@@ -101,7 +102,31 @@ def decide(samples: TimeSamples, threshold: float, alpha: float) -> Verdict:
     flat_b = [t for rounds in samples.b for t in rounds]
     return Verdict(samples.case, statistics.median(flat_a), statistics.median(flat_b), _spread(flat_a),
                    _spread(flat_b), ratio, math.exp(lo), math.exp(hi), p_slower, p_faster,
-                   verdict)
+                   verdict, len(samples.a))
+
+
+def inconclusive(ratio: float, p_slower: float, p_faster: float, threshold: float,
+                 alpha: float) -> bool:
+    """The adaptive rule's trigger: the ratio is past the threshold (either
+    way) but not significant, so more process pairs may decide it."""
+    return ((ratio > 1 + threshold and p_slower >= alpha)
+            or (ratio < 1 / (1 + threshold) and p_faster >= alpha))
+
+
+def adaptive_test(log_ratios: list[list[float]], processes: int, budget: int,
+                  threshold: float, alpha: float) -> tuple[float, float, float, int]:
+    """The adaptive gate replayed on pairs measured in order: the first
+    :obj:`processes` pairs, then one more while :func:`inconclusive`, up to
+    :obj:`budget` (or the pairs there are). Returns (ratio, p_slower,
+    p_faster, pairs used)."""
+    last = min(budget, len(log_ratios))
+    n = min(processes, last)
+    while True:
+        center, p_slower, p_faster, _, _ = pair_test(log_ratios[:n])
+        ratio = math.exp(center)
+        if n >= last or not inconclusive(ratio, p_slower, p_faster, threshold, alpha):
+            return ratio, p_slower, p_faster, n
+        n += 1
 
 
 def judge(ratio: float, p_slower: float, p_faster: float, threshold: float,

@@ -7,10 +7,15 @@ head checkout's ``gnnperf`` folder :obj:`DIR`, loaded by path, so both arms are
 built, warmed and measured by the same code. Only the standard library and
 torch are imported here: the arm's Python may be another environment.
 
-``work`` prints one JSON line: every case's work metrics (``null`` for a case
-the tree cannot build). ``time`` prints ``{"ready": ..., "step_s": [...]}``
-once prepared, then answers each request line ``{"case": i, "steps": n}`` with
-``{"wall": s, "cpu": s}`` per step, until ``{"quit": true}``.
+``work`` prints one JSON line: every case's work metrics, or for a case not
+measured ``{"status": ..., "reason": ...}``: ``absent`` (the tree's registry
+lacks the variant), ``unavailable`` (gnnperf's declared "cannot here": an
+optional dependency missing, ...) or ``error`` (anything else: a crash, a
+non-finite loss). ``time`` prints ``{"ready": ..., "step_s": [...],
+"status": [...]}`` once prepared (``null`` status for a case it can time),
+then answers each request line ``{"case": i, "steps": n}`` with ``{"wall": s,
+"cpu": s}`` per step (or ``{"error": ...}`` when the block's loss is not
+finite), until ``{"quit": true}``.
 """
 from __future__ import annotations
 
@@ -40,16 +45,29 @@ def load_instrument(folder: Path, name: str):
     return module
 
 
+def status(kind: str, exc: BaseException) -> dict:
+    """A case not measured: its status and the one line that says why."""
+    text = str(exc).strip().splitlines()
+    return {"status": kind, "reason": f"{type(exc).__name__}: {text[0] if text else ''}"
+            if kind == "error" else (text[0] if text else type(exc).__name__)}
+
+
+def _declared(exc: BaseException) -> bool:
+    # By class name: the exception classes are the arm tree's (gnnperf.errors.Unavailable).
+    return any(k.__name__ == "Unavailable" for k in type(exc).__mro__)
+
+
 def prepare_cases(args: argparse.Namespace, measure=None):
-    """Every case of :obj:`args` prepared (``None`` where the tree lacks its
-    variant); with :obj:`measure`, each is measured as soon as it is prepared
-    and only the measurement kept: building a case resets Dynamo, which would
-    make an earlier compiled case recompile inside its measurement."""
+    """Every case of :obj:`args` prepared, or its :func:`status` where it
+    cannot be; with :obj:`measure`, each is measured as soon as it is
+    prepared and only the measurement kept: building a case resets Dynamo,
+    which would make an earlier compiled case recompile inside its
+    measurement."""
     tree = Path(args.tree).resolve()
     sys.path.insert(0, str(tree))
     import gnnperf
     from gnnperf.data import load_dataset
-    from gnnperf.errors import GnnperfError
+    from gnnperf.variants import get_variant
 
     if not Path(gnnperf.__file__).resolve().is_relative_to(tree):
         raise SystemExit(f"gnnperf imported from {gnnperf.__file__}, not from {tree}")
@@ -60,14 +78,18 @@ def prepare_cases(args: argparse.Namespace, measure=None):
     prepared = []
     for text in json.loads(args.cases):
         case = case_module.Case.from_json(json.dumps(text))
-        if case.dataset not in datasets:
-            datasets[case.dataset] = load_dataset(case.dataset)
         try:
-            ready = case_module.prepare(case, datasets[case.dataset])
-        except GnnperfError:  # a variant this tree does not have (yet)
-            prepared.append(None)
+            get_variant(case.variant)
+        except Exception as exc:  # unknown to this tree's registry: absent (yet, or any more)
+            prepared.append(status("absent", exc))
             continue
-        prepared.append(ready if measure is None else measure(workcount, ready))
+        try:
+            if case.dataset not in datasets:
+                datasets[case.dataset] = load_dataset(case.dataset)
+            ready = case_module.prepare(case, datasets[case.dataset])
+            prepared.append(ready if measure is None else measure(workcount, ready))
+        except Exception as exc:  # noqa: BLE001 -- every failure is reported, none hidden
+            prepared.append(status("unavailable" if _declared(exc) else "error", exc))
     return prepared
 
 
@@ -82,22 +104,31 @@ def work(args: argparse.Namespace) -> None:
 
 def serve_time(args: argparse.Namespace) -> None:
     cases = prepare_cases(args)
-    step_s = []
-    for case in cases:  # a few more warm steps, and a rough per-step time
-        if case is None:
+    step_s, states = [], []
+    for i, case in enumerate(cases):  # a few more warm steps, and a rough per-step time
+        if isinstance(case, dict):
             step_s.append(None)
+            states.append(case)
             continue
         samples = []
-        for _ in range(3):
-            start = time.perf_counter()
-            case.synced_step()
-            samples.append(time.perf_counter() - start)
+        try:
+            for _ in range(3):
+                start = time.perf_counter()
+                loss = case.synced_step()
+                samples.append(time.perf_counter() - start)
+            case.check_loss(loss)
+        except Exception as exc:  # noqa: BLE001 -- a non-finite loss or a crash: reported
+            cases[i] = status("error", exc)
+            step_s.append(None)
+            states.append(cases[i])
+            continue
         step_s.append(statistics.median(samples))
+        states.append(None)
     # A full collection costs ~0.5 s with torch loaded; freeze the set-up's
     # objects so the collector stays cheap and never runs inside a sample.
     gc.collect()
     gc.freeze()
-    print(json.dumps({"ready": True, "step_s": step_s}), flush=True)
+    print(json.dumps({"ready": True, "step_s": step_s, "status": states}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("quit"):
@@ -105,9 +136,14 @@ def serve_time(args: argparse.Namespace) -> None:
         case, steps = cases[request["case"]], request["steps"]
         start, start_cpu = time.perf_counter(), time.process_time()
         for _ in range(steps):
-            case.synced_step()
+            loss = case.synced_step()
         cpu = time.process_time() - start_cpu
         wall = time.perf_counter() - start
+        try:  # off the clock: the check syncs
+            case.check_loss(loss)
+        except Exception as exc:  # noqa: BLE001
+            print(json.dumps({"error": status("error", exc)["reason"]}), flush=True)
+            continue
         print(json.dumps({"wall": wall / steps, "cpu": cpu / steps}), flush=True)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, UnknownVariant
 from gnnperf.variants.amp import Amp
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
@@ -101,7 +101,7 @@ def get_variant(name: str) -> Variant:
         return Variant(())
     unknown = [p for p in parts if p not in TECHNIQUES]
     if not parts or unknown:
-        raise GnnperfError(
+        raise UnknownVariant(
             f"unknown variant {name!r}; choose baseline or techniques from "
             f"{', '.join(TECHNIQUES)} joined by + (e.g. sampled+amp)")
     if len(set(parts)) != len(parts):
