@@ -6,10 +6,18 @@ CI; ``pr`` for the GPU pull-request gate; ``full`` for GPU runners' nightly), ne
 adds the user's graphs to it (``cora,ogbn-arxiv,/data/graph.pt``: any name
 ``gnnperf run --dataset`` takes; one that cannot load here is n/a).
 
+``$GNNPERF_ASV_VARIANTS`` (``baseline,sampled``) narrows every module to
+those variants. Both lists are checked when the suite is imported: an unknown
+name stops ``asv run`` with one line.
+
 Benchmarks come from the working tree while gnnperf comes from each
-benchmarked commit, so everything taken from gnnperf is looked up lazily and a
-missing piece raises :class:`NotImplementedError` (asv shows n/a) instead of
-breaking discovery of the whole suite.
+benchmarked commit, so everything taken from gnnperf is looked up lazily.
+n/a (:class:`NotImplementedError`) means "cannot here" for a declared reason
+only: a variant or module this commit does not have, gnnperf's
+``Unavailable`` (an optional dependency missing, a user's graph absent on
+this runner), CUDA-only on CPU, too few cores. Every other exception fails
+its benchmark, with its traceback in asv's output: a crash must never look
+like a variant an old commit lacks.
 
 asv_runner 0.3.2 runs ``setup`` before every timed call, so ``setup`` only
 looks things up: datasets are generated once per ``asv run`` by
@@ -22,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,16 +38,38 @@ import torch
 
 PROFILE_ENV = "GNNPERF_ASV_PROFILE"
 DATASETS_ENV = "GNNPERF_ASV_DATASETS"
+VARIANTS_ENV = "GNNPERF_ASV_VARIANTS"
 DEVICE_ENV = "GNNPERF_ASV_DEVICE"
 THREADS = 1  # measured on the 2-core CI machines: 2 threads ran 5x slower under load
 
 # The registry as of the first commit, for commits whose gnnperf cannot be imported.
 _FALLBACK_VARIANTS = ["baseline", "sampled", "amp", "compiled", "checkpointed"]
-try:
-    from gnnperf.variants import STANDARD_VARIANTS as _REGISTRY
-    VARIANTS: list[str] = list(_REGISTRY)
-except Exception:  # an older commit without the registry: every benchmark says n/a
-    VARIANTS = list(_FALLBACK_VARIANTS)
+
+
+def _is_unknown_variant(exc: BaseException) -> bool:
+    """The registry's "no such variant" (``UnknownVariant``; on commits
+    before it, the plain error whose message says so)."""
+    return type(exc).__name__ == "UnknownVariant" or (
+        type(exc).__name__ == "GnnperfError" and str(exc).startswith("unknown variant"))
+
+
+def _suite_variants() -> list[str]:
+    """``$GNNPERF_ASV_VARIANTS`` checked with the registry, else its standard variants."""
+    try:
+        from gnnperf.variants import STANDARD_VARIANTS as registry
+        from gnnperf.variants import get_variant
+    except ImportError:  # an older commit without the registry: every benchmark says n/a
+        return list(_FALLBACK_VARIANTS)
+    chosen = [v.strip() for v in os.environ.get(VARIANTS_ENV, "").split(",") if v.strip()]
+    for name in chosen:
+        try:
+            get_variant(name)
+        except Exception as exc:
+            raise ValueError(f"{VARIANTS_ENV}: {exc}") from None
+    return chosen or list(registry)
+
+
+VARIANTS: list[str] = _suite_variants()
 
 
 def _registry_variant(name: str):
@@ -163,21 +192,22 @@ PROFILES = {
 }
 
 
-_OPTION = re.compile(r"^[A-Za-z_]\w*=[^/]*$")  # "degree=4" in "synthetic:nodes=9,degree=4"
-
-
 def extra_datasets(text: str | None = None) -> tuple[str, ...]:
-    """The datasets of ``$GNNPERF_ASV_DATASETS``, comma-separated; a
-    ``key=value`` item belongs to the dataset before it (``synthetic:`` and
-    ``pyg:`` names carry options after commas)."""
+    """The datasets of ``$GNNPERF_ASV_DATASETS``, by gnnperf's one grammar
+    of dataset lists (:func:`gnnperf.data.split_datasets`), each name checked
+    (:func:`gnnperf.data.check_dataset_name`: a typo stops the run; a file
+    absent on this runner is n/a later)."""
     text = os.environ.get(DATASETS_ENV, "") if text is None else text
-    names: list[str] = []
-    for item in (part.strip() for part in text.split(",")):
-        if names and _OPTION.match(item) and ":" in names[-1]:
-            names[-1] += "," + item
-        elif item:
-            names.append(item)
-    return tuple(names)
+    if not text.strip():
+        return ()
+    try:
+        from gnnperf.data import check_dataset_name, split_datasets
+    except ImportError:  # a commit before the grammar was public: one name per item
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    try:
+        return tuple(check_dataset_name(name) for name in split_datasets(text))
+    except Exception as exc:
+        raise ValueError(f"{DATASETS_ENV}: {exc}") from None
 
 
 def current_profile() -> Profile:
@@ -239,14 +269,38 @@ def gnnperf_name(what: str):
 
 
 def variant(name: str):
-    """The registry's variant, or :class:`NotImplementedError` where it does not
-    exist in this commit or cannot run on this device."""
+    """The registry's variant, or :class:`NotImplementedError` where this
+    commit does not have it; any other error of the registry fails."""
     get_variant = gnnperf_name("variants.get_variant")
     try:
-        spec = get_variant(name)
-    except Exception as exc:  # GnnperfError: unknown in this commit
-        raise NotImplementedError(f"variant {name!r}: {exc}") from None
-    return spec
+        return get_variant(name)
+    except Exception as exc:
+        if _is_unknown_variant(exc):  # a variant this commit does not have (yet)
+            raise NotImplementedError(f"variant {name!r}: {exc}") from None
+        raise
+
+
+def declared_na(exc: BaseException) -> bool:
+    """Whether :obj:`exc` is a declared "cannot here": gnnperf's
+    ``Unavailable`` (by class name: it is the benchmarked commit's class),
+    the registry's unknown variant, or :class:`NotImplementedError` (what
+    torch raises for an op this device lacks, e.g. bf16 sparse matmul on CPU)."""
+    return (isinstance(exc, NotImplementedError) or _is_unknown_variant(exc)
+            or any(k.__name__ == "Unavailable" for k in type(exc).__mro__))
+
+
+def measured_or_reason(measure, *args, **kwargs) -> dict:
+    """``measure(*args, **kwargs)`` (a dict of figures) or, where it raised,
+    ``{"n/a": reason}`` for a declared "cannot here" and ``{"error":
+    traceback}`` for anything else: what ``setup_cache`` stores per case, so
+    :class:`CachedFigures` fails the benchmarks of a crash and skips the rest."""
+    import traceback
+    try:
+        return measure(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 -- sorted into n/a and failed, none hidden
+        if declared_na(exc):
+            return {"n/a": f"{type(exc).__name__}: {exc}"}
+        return {"error": traceback.format_exc()}
 
 
 def train_config(**overrides):
@@ -254,9 +308,15 @@ def train_config(**overrides):
 
 
 # Datasets ----------------------------------------------------------------------
+NA, FAILED = "!", "!!"  # prefixes of a graph-cache entry that is not a path
+
+
 def _write_graphs(names: dict[str, str]) -> dict[str, str]:
     """Generates or loads each graph once, saved to a file in asv's cache
-    directory; returns key -> path, or key -> ``"!reason"`` where unavailable."""
+    directory; returns key -> path, key -> ``"!reason"`` where unavailable
+    here (a user's graph absent on this runner: n/a) or ``"!!traceback"``
+    where loading failed otherwise (a corrupt or non-finite file: failed)."""
+    import traceback
     load_dataset = gnnperf_name("data.load_dataset")
     out = {}
     for key, dataset in names.items():
@@ -264,8 +324,9 @@ def _write_graphs(names: dict[str, str]) -> dict[str, str]:
         try:
             torch.save(load_dataset(dataset), path)
             out[key] = str(path)
-        except Exception as exc:  # e.g. a user's graph absent on this runner
-            out[key] = f"!{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 -- sorted into n/a and failed
+            out[key] = (f"{NA}{type(exc).__name__}: {exc}" if declared_na(exc)
+                        else f"{FAILED}{traceback.format_exc()}")
     return out
 
 
@@ -299,7 +360,9 @@ def dataset(cache: dict, key: str):
     """The graph :obj:`key` from a ``setup_cache`` result (kept per process)."""
     if key not in _DATA:
         path = cache.get(key) if isinstance(cache, dict) else None
-        if path is None or path.startswith("!"):
+        if path is not None and path.startswith(FAILED):
+            raise RuntimeError(f"dataset {key} failed to load:\n{path[len(FAILED):]}")
+        if path is None or path.startswith(NA):
             raise NotImplementedError(f"dataset {key} unavailable: {path}")
         _DATA.clear()
         _DATA[key] = torch.load(path, weights_only=False)
@@ -341,14 +404,15 @@ def build_run(cache: dict, key: str, variant_name: str, **config):
 
 
 class unavailable_as_na:
-    """Turns gnnperf's one-line "cannot here" error (a missing optional
-    dependency such as pymetis in this environment) into asv's n/a."""
+    """Turns a declared "cannot here" (:func:`declared_na`: a missing
+    optional dependency such as pymetis in this environment) into asv's n/a;
+    every other exception goes on and fails the benchmark."""
 
     def __enter__(self):
         return self
 
     def __exit__(self, kind, exc, tb):
-        if kind is not None and kind.__name__ == "GnnperfError":
+        if kind is not None and declared_na(exc) and not isinstance(exc, NotImplementedError):
             raise NotImplementedError(str(exc)) from None
         return False
 
@@ -420,6 +484,15 @@ class Benchmark:
     def make(self, cache, **params) -> None:
         """What the measured methods use (built once per process where costly)."""
 
+    def teardown(self, *args):
+        """A prepared case's latest loss must be finite: a benchmark that
+        timed NaN arithmetic fails (asv records no result when teardown
+        raises), naming the step."""
+        prep = getattr(self, "prep", None)
+        loss = getattr(prep, "last_loss", None)
+        if loss is not None:
+            prep.check_loss(loss)
+
 
 class CachedFigures(Benchmark):
     """A benchmark whose figures ``setup_cache`` measured once per run:
@@ -437,6 +510,8 @@ class CachedFigures(Benchmark):
             raise NotImplementedError(figures)
         if "n/a" in figures:
             raise NotImplementedError(figures["n/a"])
+        if "error" in figures:  # fails in setup: the traceback is in asv's output
+            raise RuntimeError(f"measurement failed:\n{figures['error']}")
         self.figures = figures
 
     def figure(self, name: str):

@@ -45,13 +45,13 @@ def scaling_cache(self):
             if _fits(world):
                 figures[key] = {"n/a": _fits(world)}
                 continue
-            try:
-                result = measure(variant, world, DATASET, None,
-                                 common.train_config(epochs=EPOCHS), str(common.device()),
-                                 3, common.THREADS, "auto", one_rank_epoch_s=one)
-            except Exception as exc:  # GnnperfError: a rank failed
-                figures[key] = {"error": str(exc)}
+            outcome = common.measured_or_reason(lambda: {"result": measure(
+                variant, world, DATASET, None, common.train_config(epochs=EPOCHS),
+                str(common.device()), 3, common.THREADS, "auto", one_rank_epoch_s=one)})
+            if "result" not in outcome:  # a rank failed (error) or cannot here (n/a)
+                figures[key] = outcome
                 continue
+            result = outcome["result"]
             if world == 1:
                 one = result.epoch_time.median
             figures[key] = {

@@ -81,8 +81,9 @@ class Accuracy(common.Benchmark):
         run = common.build_run(cache, dataset, variant, epochs=PROFILE.accuracy_epochs)
         with common.unavailable_as_na():
             for _ in range(PROFILE.accuracy_epochs):
-                for batch in run.batches():
-                    run.step(batch)
+                losses = [run.step(batch) for batch in run.batches()]
+        # A NaN parameter stays NaN: the last epoch's losses show any breakage.
+        common.CASES.check_losses(losses, variant, 1)
         self.error_pct = round(100.0 * (1.0 - run.evaluate()["test"]), 2)
 
     def track_test_error_pct(self, cache, dataset, variant):

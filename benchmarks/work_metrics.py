@@ -5,9 +5,11 @@ recompiles for compiled variants. They are identical on every run of an
 unchanged commit, so any step in their history is a structural change.
 
 Benchmarks come from the working tree while gnnperf comes from each
-benchmarked commit, so a commit without :mod:`gnnperf.workcount`, without a variant or without the
-Cora files makes the affected benchmarks n/a (``NotImplementedError``), as do
-metrics that do not apply (graph breaks of an eager variant).
+benchmarked commit, so a commit without :mod:`gnnperf.workcount` or without a
+variant makes the affected benchmarks n/a (``NotImplementedError``), as do a
+declared "cannot here" (:func:`common.declared_na`) and metrics that do not
+apply (graph breaks of an eager variant). Any other error while a case is
+built or counted fails its benchmarks, with its traceback.
 """
 from __future__ import annotations
 
@@ -18,30 +20,31 @@ DATASETS = list(common.CASES.DEFAULT_DATASETS)
 
 
 def _measure_all() -> dict:
-    """Work metrics of every (dataset, variant), or None where unavailable:
-    the cases prepared by ``gnnperf/case.py``, measured by the commit's
+    """Work metrics of every (dataset, variant), or ``{"n/a": ...}`` /
+    ``{"error": ...}`` (:func:`common.measured_or_reason`): the cases
+    prepared by ``gnnperf/case.py``, measured by the commit's
     :func:`gnnperf.workcount.measure_work`."""
     try:
         from gnnperf.data import load_dataset
         from gnnperf.workcount import measure_work
-    except ImportError:
-        return {}
+    except ImportError as exc:
+        return {"n/a": f"this commit's gnnperf lacks the work counter: {exc}"}
+
+    def measure(data, dataset, variant):
+        common.variant(variant)  # n/a where this commit lacks it
+        case = common.CASES.Case(variant, dataset, threads=common.THREADS)
+        return measure_work(common.CASES.prepare(case, data)).exact()
+
     results: dict = {}
     for dataset in DATASETS:
-        try:
-            data = load_dataset(dataset)
-        except Exception:  # e.g. Cora's raw files absent on this machine
-            continue
+        data = common.measured_or_reason(lambda: {"data": load_dataset(dataset)})
         for variant in VARIANTS:
-            try:
-                case = common.CASES.Case(variant, dataset, threads=common.THREADS)
-                results[dataset, variant] = measure_work(common.CASES.prepare(case, data)).exact()
-            except Exception:  # a variant this commit lacks, or CUDA-only here
-                results[dataset, variant] = None
+            results[dataset, variant] = (common.measured_or_reason(
+                measure, data["data"], dataset, variant) if "data" in data else data)
     return results
 
 
-class _Base(common.Benchmark):
+class _Base(common.CachedFigures):
     params = [DATASETS, VARIANTS]
     param_names = ["dataset", "variant"]
     timeout = 900  # compiles the compiled variants once per dataset
@@ -50,9 +53,8 @@ class _Base(common.Benchmark):
         return _measure_all()
 
     def make(self, cache, dataset, variant):
-        self.metrics = cache.get((dataset, variant))
-        if self.metrics is None:
-            raise NotImplementedError(f"no work metrics for {variant} on {dataset}")
+        super().make(cache, dataset=dataset, variant=variant)
+        self.metrics = self.figures
 
 
 class WorkMetrics(_Base):

@@ -112,6 +112,7 @@ class PreparedCase:
     recompiles: int | None = None
     cursor: int = field(default=0, repr=False)
     steps_done: int = 0  # training steps so far, warm-up included
+    last_loss: Any = field(default=None, repr=False)  # the latest step's, unchecked
 
     @property
     def variant(self) -> str:
@@ -128,7 +129,8 @@ class PreparedCase:
         batch = self.batches[self.cursor % len(self.batches)]
         self.cursor += 1
         self.steps_done += 1
-        return self.run.step(batch)
+        self.last_loss = self.run.step(batch)
+        return self.last_loss
 
     def synced_step(self):
         """:meth:`step`, then waits for the GPU work it queued."""

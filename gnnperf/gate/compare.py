@@ -150,6 +150,11 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
         return compare_arms(options, arms, cases, log, probes)
 
 
+def _head_errors(states: dict, names: list[str]) -> list[str]:
+    """The cases the head arm failed to measure (a crash, a non-finite loss)."""
+    return [c for c in names if states.get(c, {}).get("head", {}).get("status") == "error"]
+
+
 def _not_measured(entry) -> dict | None:
     """The status of a work or time entry that is not a measurement."""
     return entry if isinstance(entry, dict) and "status" in entry else None
@@ -189,17 +194,21 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         report["work"] = {"base": work["base"], "head": work["head"], "rows": rows}
         text += ["== exact work metrics (one training step)", format_work(rows)]
         changed = any(not row["same"] for row in rows)
-        if changed and not options.accept_work_change:
+        broken = _head_errors(states, names)
+        if broken:
+            text.append(f"work gate: FAILED (the head cannot measure {', '.join(broken)})")
+        elif changed and not options.accept_work_change:
             text.append("work gate: FAILED (a work metric changed; --accept-work-change "
                         "if intended)")
         else:
             text.append("work gate: " + ("changed, accepted" if changed else "passed"))
-        report["work"]["failed"] = changed and not options.accept_work_change
+        report["work"]["failed"] = bool(broken) or (changed and not options.accept_work_change)
     if options.time_gate:
         log(f"timing {len(cases)} benchmarks: {options.processes} process pairs x "
             f"{options.rounds} interleaved rounds (up to {options.budget} pairs where "
             f"inconclusive) ...")
         start = time.perf_counter()
+        before = set(_head_errors(states, names))
         samples = time_gate(arms, [c for c in cases if c.name not in states], options,
                             states, log)
         verdicts = [decide(s, options.threshold, options.alpha) for s in samples]
@@ -210,9 +219,10 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         text += [f"== step time, {options.clock} clock (base = A, head = B)",
                  format_time(verdicts, options.threshold, options.alpha)]
         regressions = [v.case for v in verdicts if v.verdict == "REGRESSION"]
-        report["time"]["failed"] = bool(regressions)
-        text.append(f"time gate: FAILED ({', '.join(regressions)})" if regressions
-                    else "time gate: passed")
+        broken = [c for c in _head_errors(states, names) if c not in before]
+        report["time"]["failed"] = bool(regressions or broken)
+        text.append(f"time gate: FAILED ({', '.join(regressions + broken)})"
+                    if regressions or broken else "time gate: passed")
     removed, new, unavailable, head_failed, base_failed = [], [], {}, {}, {}
     for case in names:
         mine = states.get(case, {})
