@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, Unavailable
 from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
 
@@ -255,8 +255,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
             f"--batch-size, or use the sampled or checkpointed variants") from None
     except NotImplementedError as exc:  # e.g. no bf16 sparse matmul on CPU
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise GnnperfError(f"variant {variant} is not supported on {device} by torch "
-                           f"{torch.__version__} ({reason}); drop one of its techniques") from None
+        raise Unavailable(f"variant {variant} is not supported on {device} by torch "
+                          f"{torch.__version__} ({reason}); drop one of its techniques") from None
     finally:
         timeline.close()
         if monitor is not None:

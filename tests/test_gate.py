@@ -84,7 +84,9 @@ def test_environment_arms_run_one_tree_under_two_interpreters(tmp_path):
                       "--base-python", str(wrapper), "--json", str(out))
     assert result.returncode == 0, result.stdout + result.stderr
     arms = json.loads(out.read_text())["arms"]
-    assert arms["base"] == f"{ROOT} under {wrapper}" and arms["head"] == str(ROOT)
+    assert arms["base"]["tree"] == arms["head"]["tree"] == str(ROOT)
+    assert arms["base"]["interpreter"] == str(wrapper)
+    assert arms["head"]["interpreter"] == sys.executable
 
 
 def test_gate_usage_errors_are_one_line(tmp_path):
@@ -152,7 +154,7 @@ def test_judge_and_tables():
     md = gate.markdown(report).splitlines()
     row = next(line for line in md if line.startswith("| baseline@test"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[5] == "**REGRESSION**" and cells[6] == "off"
+    assert cells[5] == "3" and cells[6] == "**REGRESSION**" and cells[7] == "off"
     assert float(cells[3].split()[0]) == pytest.approx(verdict.ratio, abs=1e-3)
     assert "not timed" in next(line for line in md if line.startswith("| sampled@test"))
 
