@@ -1,0 +1,45 @@
+"""Runs a command while a CPU-bound process keeps one core busy: what a shared
+CI runner looks like to the gate (another job on the other core).
+
+    python tools/under_load.py --cpu 1 -- gnnperf sensitivity --case baseline@cora \
+        --slowdowns 0.06 --trials 10 --json docs/data/sensitivity-load.json
+
+The load is a pure-Python busy loop pinned to ``--cpu`` (Linux), started
+before the command and killed when it ends; the exit status is the command's.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+LOOP = "while True: pass"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", type=int, default=1, help="core the load runs on (default 1)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command after --")
+    load = subprocess.Popen([sys.executable, "-c", LOOP])
+    try:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(load.pid, {args.cpu})
+        start = time.perf_counter()
+        code = subprocess.call(command)
+        print(f"under_load: {' '.join(command[:3])} ... exit {code} in "
+              f"{time.perf_counter() - start:.0f} s with a busy loop on CPU {args.cpu}",
+              file=sys.stderr)
+        return code
+    finally:
+        load.kill()
+        load.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
