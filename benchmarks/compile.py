@@ -40,7 +40,7 @@ def measure(dataset: str, variant: str) -> dict:
     run = common.CASES.build(common.case(dataset, variant), data)
     counter = getattr(run, "compile_counter", None)
     if counter is None:
-        raise NotImplementedError("this commit's compiled technique has no compile counter")
+        raise common.NotHere("this commit's compiled technique has no compile counter")
     batches = list(run.batches())
     common.synchronize(dev)
     start = time.perf_counter()
@@ -68,11 +68,8 @@ def measure(dataset: str, variant: str) -> dict:
 _PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from benchmarks import compile as c
-try:
-    out = c.measure(sys.argv[2], sys.argv[3])
-except NotImplementedError as exc:
-    out = {"n/a": str(exc)}
+from benchmarks import common, compile as c
+out = common.measured_or_reason(c.measure, sys.argv[2], sys.argv[3])  # n/a only if declared
 print("GNNPERF-ASV-COMPILE " + json.dumps(out))
 """
 

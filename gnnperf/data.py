@@ -247,7 +247,7 @@ def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Data:
     raw_src = source_root / pyg_name / "raw"
     missing = [s for s in PLANETOID_SUFFIXES if not (raw_src / f"ind.{name}.{s}").is_file()]
     if missing:
-        raise GnnperfError(f"{raw_src} lacks ind.{name}.{missing[0]}: {hint}")
+        raise Unavailable(f"{raw_src} lacks ind.{name}.{missing[0]}: {hint}")
 
     cache_root = cache_dir() / "planetoid"
     raw_dst = cache_root / pyg_name / "raw"
@@ -358,6 +358,10 @@ def load_pyg(name: str, root: str | os.PathLike | None = None, download: bool = 
     except TypeError as exc:
         raise GnnperfError(f"{name!r}: {class_name} does not take these arguments "
                            f"({_first_line(exc)}); see its PyG docs") from None
+    except ImportError as exc:  # a reader's module missing: not a corrupt folder
+        module = (getattr(exc, "name", None) or "the missing module").split(".")[0]
+        raise Unavailable(f"{name!r}: PyG's {class_name} reader needs {module} "
+                          f"({_first_line(exc)}): pip install {module}") from None
     except Exception as exc:
         raise GnnperfError(f"cannot load {name!r} from {class_root} ({_first_line(exc)}); "
                            f"remove that folder and retry with --download") from None
@@ -374,8 +378,8 @@ def _offline(cls: type, name: str, top: Path) -> type:
         while folder.is_relative_to(top) and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
-        raise GnnperfError(f"{name}: raw files missing in {self.raw_dir} ({files}); "
-                            f"pass --download to fetch them, or put them there")
+        raise Unavailable(f"{name}: raw files missing in {self.raw_dir} ({files}); "
+                          f"pass --download to fetch them, or put them there")
     return type(cls.__name__, (cls,), {"download": download})
 
 

@@ -1,4 +1,11 @@
-"""The exception types the CLI turns into a one-line error."""
+"""The exception types the CLI turns into a one-line error, and the one rule
+for which failures are a declared "cannot here" (n/a) rather than a failure.
+
+Standard library only: the gate's workers and the asv suite load this file by
+path and apply it to exceptions raised by other checkouts of gnnperf."""
+from __future__ import annotations
+
+import sys
 
 
 class GnnperfError(Exception):
@@ -7,9 +14,10 @@ class GnnperfError(Exception):
 
 class Unavailable(GnnperfError):
     """A declared "cannot here": an optional dependency missing, a user's
-    graph file absent on this runner, CUDA-only work on a CPU machine, too
-    few cores or GPUs. The one error that tables, the gate and asv show as
-    n/a (with this message) instead of a failure."""
+    graph file absent on this runner, an op torch lacks on this device,
+    CUDA-only work on a CPU machine, too few cores or GPUs. The one error that
+    tables, the gate and asv show as n/a (with this message) instead of a
+    failure."""
 
 
 class UnknownVariant(Unavailable):
@@ -18,8 +26,36 @@ class UnknownVariant(Unavailable):
     (n/a)."""
 
 
+# What torch says when it has no kernel for an op on this backend or dtype
+# (bf16 sparse CSR matmul on CPU: "addmm: computation on CPU is not implemented
+# for SparseCsr + Strided @ Strided"; "Could not run 'aten::...' with arguments
+# from the 'SparseCsrCPU' backend").
+_TORCH_LACKS = ("could not run", "not implemented for", "is not implemented for")
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {k.__name__ for k in type(exc).__mro__}
+
+
+def is_unknown_variant(exc: BaseException) -> bool:
+    """The registry's "no such variant" (``UnknownVariant``; in checkouts
+    before it, the plain error whose message says so)."""
+    return "UnknownVariant" in _names(exc) or (
+        type(exc).__name__ == "GnnperfError" and str(exc).startswith("unknown variant"))
+
+
 def is_unavailable(exc: BaseException) -> bool:
-    """Whether :obj:`exc` is a declared "cannot here" (:class:`Unavailable`),
-    by class name: the gate's workers and the asv suite meet the exception
-    classes of other checkouts of gnnperf."""
-    return any(k.__name__ == "Unavailable" for k in type(exc).__mro__)
+    """Whether :obj:`exc` is a declared "cannot here", by class name (the
+    classes may be another checkout's): :class:`Unavailable`, a
+    :class:`NotImplementedError` in which torch says it lacks a kernel here,
+    or, in checkouts before :class:`Unavailable`, the plain error that names
+    a package to install."""
+    names = _names(exc)
+    if "Unavailable" in names:
+        return True
+    text = str(exc).lower()
+    if isinstance(exc, NotImplementedError):
+        return any(marker in text for marker in _TORCH_LACKS)
+    module = sys.modules.get(type(exc).__module__)
+    legacy = "GnnperfError" in names and not hasattr(module, "Unavailable")
+    return legacy and "pip install" in text

@@ -8,8 +8,9 @@ Kinds: ``extra-op`` (one more tensor op per step: the exact work gate's
 test), ``slowdown`` (calibrated extra CPU time: the time gate's), ``nan``
 (from step :obj:`amount` on, 1-based, the parameters are NaN: numerics that
 broke, which must fail the variant rather than time NaN arithmetic) and
-``crash`` (building the variant raises: a commit whose variant is broken,
-which must show as failed, never as n/a) and ``unavailable`` (building it
+``crash`` (building the variant raises, or with :obj:`amount` k its step k
+and later ones: a commit whose variant is broken, which must show as failed,
+never as n/a) and ``unavailable`` (building it
 raises gnnperf's declared "cannot here", as a missing optional dependency
 does: n/a, never failed).
 
@@ -31,7 +32,7 @@ def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amoun
     import time as _time
 
     def faulty_build(self, data, config, device):
-        if kind == "crash" and (target is None or self.name == target):
+        if kind == "crash" and not amount and (target is None or self.name == target):
             raise RuntimeError(f"injected crash while building {{self.name}}")
         if kind == "unavailable" and (target is None or self.name == target):
             try:  # a declared "cannot here", as a missing optional dependency raises it
@@ -48,6 +49,8 @@ def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amoun
                 start = _time.process_time()
                 loss = step(batch)
                 steps_done[0] += 1
+                if kind == "crash" and steps_done[0] >= amount:
+                    raise RuntimeError(f"injected crash in step {{steps_done[0]}}")
                 if kind == "nan":
                     if steps_done[0] >= amount:  # the update of step `amount` went wrong
                         import torch as _torch
@@ -79,7 +82,7 @@ def fault_patch(kind: str, variant: str | None = None, amount: float = 0.0) -> s
     ``slowdown`` (extra CPU work equal to :obj:`amount` times the step's own,
     self-calibrating whatever the machine's load), ``nan`` (NaN parameters
     and loss from step :obj:`amount` on, counted from 1), ``crash`` (the
-    variant's build raises) or ``unavailable`` (it raises a declared
+    variant's build raises, or from step :obj:`amount` on its steps) or ``unavailable`` (it raises a declared
     "cannot here"), for :obj:`variant` only or every variant
     (``None``)."""
     if kind not in KINDS:

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.errors import GnnperfError, Unavailable
+from gnnperf.errors import GnnperfError, Unavailable, is_unavailable
 from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
 
@@ -253,10 +253,13 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(
             f"out of memory in variant {variant} on {device}: lower --hidden or "
             f"--batch-size, or use the sampled or checkpointed variants") from None
-    except NotImplementedError as exc:  # e.g. no bf16 sparse matmul on CPU
+    except NotImplementedError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise Unavailable(f"variant {variant} is not supported on {device} by torch "
-                          f"{torch.__version__} ({reason}); drop one of its techniques") from None
+        if is_unavailable(exc):  # torch lacks the kernel here: no bf16 sparse matmul on CPU
+            raise Unavailable(f"variant {variant} is not supported on {device} by torch "
+                              f"{torch.__version__} ({reason}); drop one of its "
+                              f"techniques") from None
+        raise GnnperfError(f"variant {variant} failed: NotImplementedError ({reason})") from None
     finally:
         timeline.close()
         if monitor is not None:

@@ -225,21 +225,26 @@ def test_a_nan_in_step_k_fails_that_variant_in_run(tmp_path):
     assert all(math.isfinite(loss) for loss in report["results"][0]["losses"])
 
 
-def test_a_nan_in_a_timed_step_fails_the_gate(tmp_path, capsys):
+@pytest.mark.parametrize("kind, text", [("nan", "non-finite loss"),
+                                        ("crash", "injected crash in step")])
+def test_a_fault_in_a_timed_step_fails_that_case_of_the_time_gate(tmp_path, capsys, kind,
+                                                                  text):
     # Step 6 is in the first timed block (2 warm-up steps, 3 calibrating ones).
-    head = _faulty_tree(tmp_path / "head", "nan", "baseline", 6)
-    code = main(["gate", "--variants", "baseline,sparse", "--datasets", SMALL,
+    head = _faulty_tree(tmp_path / "head", kind, "baseline", 6)
+    code = main(["gate", "--no-work", "--variants", "baseline,sparse", "--datasets", SMALL,
                  "--base-dir", str(ROOT), "--head-dir", str(head), "--processes", "3",
                  "--rounds", "3", "--threshold", "0.5", "--quiet"])
-    text = capsys.readouterr().out
-    assert code == 1, text
-    line = next(line for line in text.splitlines() if "time gate" in line)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    line = next(line for line in out.splitlines() if "time gate" in line)
     assert "FAILED" in line and f"baseline@{SMALL}" in line
-    assert "non-finite loss" in text and f"sparse@{SMALL}" in text
+    assert text in out and "in steps" in out  # the block the NaN or crash fell in
+    assert next(line for line in out.splitlines() if line.startswith(f"sparse@{SMALL}"))
 
 
-def test_a_nan_in_warm_up_fails_the_work_gate(tmp_path, capsys):
-    head = _faulty_tree(tmp_path / "head", "nan", "baseline", 1)
+@pytest.mark.parametrize("step", [1, 3])  # a warm-up step; a step the work counter takes
+def test_a_nan_fails_the_work_gate(tmp_path, capsys, step):
+    head = _faulty_tree(tmp_path / "head", "nan", "baseline", step)
     code = main(["gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
                  "--base-dir", str(ROOT), "--head-dir", str(head)])
     text = capsys.readouterr().out
@@ -380,6 +385,22 @@ def test_a_clear_verdict_takes_the_planned_pairs_and_the_budget_is_kept(monkeypa
     assert clear["verdict"] == "same" and clear["pairs"] == 6 and calls == [6]
     hopeless, calls = _gate_with(monkeypatch, 0.06, 0.5, max_processes=9)
     assert hopeless["pairs"] == 9 and sum(calls) == 9
+
+
+def test_more_pairs_continue_a_timing_run(tmp_path):
+    # What the adaptive loop asks of the real workers: one more set, numbered
+    # on, with the first run's block size, states filled in for a failure.
+    arms = {"base": gate.Arm(ROOT), "head": gate.Arm(_faulty_tree(tmp_path / "h", "nan",
+                                                                  "sparse", 1))}
+    cases = [Case("baseline", SMALL), Case("sparse", SMALL)]
+    states: dict = {}
+    steps, times = gate.run_arms(arms, cases, 1, 2, 12.0, first_set=5, steps=[3, 4],
+                                 states=states)
+    assert steps == [3, 0]  # kept for the case both arms time; 0 for the broken one
+    assert [len(r) for r in times[f"baseline@{SMALL}"]["head"]["cpu"]] == [2]
+    assert states[f"sparse@{SMALL}"]["head"]["status"] == "error"
+    assert "non-finite loss" in states[f"sparse@{SMALL}"]["head"]["reason"]
+    assert "base" not in states[f"sparse@{SMALL}"]
 
 
 def test_max_processes_is_checked():

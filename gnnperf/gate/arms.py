@@ -50,7 +50,7 @@ def git_state(tree: Path) -> tuple[str | None, bool | None]:
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
         return None, None
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    dirty = git("status", "--porcelain")  # untracked, not ignored files count: they are copied
     return head.stdout.strip(), bool(dirty.stdout.strip())
 
 

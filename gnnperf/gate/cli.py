@@ -206,12 +206,12 @@ def sensitivity_command(args: argparse.Namespace) -> int:
                                "--sample-ms > 0")
         if not slowdowns or min(slowdowns) <= 0:
             raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
-        if args.max_processes is not None and args.max_processes < args.processes:
-            raise GnnperfError(f"--max-processes {args.max_processes} is below --processes "
-                               f"{args.processes}; give at least as many (equal: no adaptivity)")
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
                                  args.rounds, args.sample_ms, args.alpha, thresholds[0],
                                  pin_cpus=not args.no_pin, max_processes=args.max_processes)
+        if settings.budget < settings.processes:
+            raise GnnperfError(f"--max-processes {args.max_processes} is below --processes "
+                               f"{args.processes}; give at least as many (equal: no adaptivity)")
 
         def progress(study: dict, latest: list[dict]) -> None:
             done = latest[0]["trial"] + 1
@@ -228,8 +228,10 @@ def sensitivity_command(args: argparse.Namespace) -> int:
         if args.json:
             write_atomic(args.json, json.dumps(study).encode())
     print(json.dumps(study["settings"]))
-    processes = study["settings"]["processes"]
-    adaptive = (processes, study["settings"].get("max_processes", 3 * processes))
+    from gnnperf.gate.stats import adaptive_budget
+    given = study["settings"]
+    adaptive = (given["processes"], adaptive_budget(given["processes"], given.get("max_processes")),
+                given.get("threshold", thresholds[0]))
     print(format_table(study["trials"], evaluate(study["trials"], thresholds, args.alpha,
                                                  adaptive=adaptive)))
     return 0

@@ -14,7 +14,7 @@ from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
 from gnnperf.gate.arms import Arm, ArmProbe
 from gnnperf.gate.report import format_time, format_work, markdown
-from gnnperf.gate.stats import TimeSamples, decide, inconclusive
+from gnnperf.gate.stats import TimeSamples, adaptive_budget, decide, inconclusive
 from gnnperf.gate.work import compare_work
 
 
@@ -74,7 +74,7 @@ class GateOptions:
     def validate(self) -> None:
         if self.processes < 3 or self.rounds < 3:
             raise GnnperfError("need --processes >= 3 (the t-test's replicates) and --rounds >= 3")
-        if self.max_processes is not None and self.max_processes < self.processes:
+        if self.budget < self.processes:
             raise GnnperfError(f"--max-processes {self.max_processes} is below --processes "
                                f"{self.processes}; give at least as many (equal: no adaptivity)")
         if self.clock not in ("cpu", "wall"):
@@ -100,7 +100,7 @@ class GateOptions:
     @property
     def budget(self) -> int:
         """Process pairs a verdict may take at most."""
-        return self.max_processes if self.max_processes is not None else 3 * self.processes
+        return adaptive_budget(self.processes, self.max_processes)
 
 
 @dataclass
@@ -170,8 +170,8 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
     fails; the base cannot: reported, not compared)."""
     probes = probes or {name: arm_runner.probe(arm) for name, arm in arms.items()}
     names = [case.name for case in cases]
-    report: dict = {"cases": names,
-                    "arms": {name: probe.to_dict() for name, probe in probes.items()},
+    report: dict = {"arms": {name: probe.to_dict() for name, probe in probes.items()},
+                    "cases": names,
                     "settings": {k: getattr(options, k) for k in (
                         "processes", "rounds", "sample_ms", "clock", "threshold", "alpha",
                         "pin_cpus")} | {"max_processes": options.budget}}
@@ -221,8 +221,12 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         regressions = [v.case for v in verdicts if v.verdict == "REGRESSION"]
         broken = [c for c in _head_errors(states, names) if c not in before]
         report["time"]["failed"] = bool(regressions or broken)
-        text.append(f"time gate: FAILED ({', '.join(regressions + broken)})"
-                    if regressions or broken else "time gate: passed")
+        if regressions or broken:
+            text.append(f"time gate: FAILED ({', '.join(regressions + broken)})")
+        elif not verdicts:  # never "passed" over an empty table
+            text.append("time gate: nothing timed (see the lines below)")
+        else:
+            text.append("time gate: passed")
     removed, new, unavailable, head_failed, base_failed = [], [], {}, {}, {}
     for case in names:
         mine = states.get(case, {})
@@ -245,7 +249,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
     for case in removed:
         text.append(f"{case}: FAILED: removed or renamed (the base has it, the head does not)")
     for case in new:
-        text.append(f"{case}: new (the base lacks it; measured in the head only: not compared)")
+        text.append(f"{case}: new (the base lacks it: not compared)")
     for case, reason in unavailable.items():
         text.append(f"{case}: n/a ({reason})")
     for case, reason in base_failed.items():
@@ -279,6 +283,8 @@ def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,
             progress=lambda i, n: log(f"  pair {i} done ({time.perf_counter() - start:.0f} s)"))
 
     other = "wall" if options.clock == "cpu" else "cpu"
+    if not cases:
+        return []
     steps, times = timed(cases, options.processes, 0)
     samples: dict[str, TimeSamples] = {}
     block = {}

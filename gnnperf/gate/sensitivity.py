@@ -37,8 +37,8 @@ from gnnperf import faults
 from gnnperf.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
-from gnnperf.gate.stats import (TimeSamples, adaptive_test, decide, inconclusive, judge,
-                                pair_log_ratios, pair_test)
+from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide,
+                                inconclusive, judge, pair_log_ratios, pair_test)
 
 
 @dataclass
@@ -58,7 +58,7 @@ class StudySettings:
 
     @property
     def budget(self) -> int:
-        return self.max_processes if self.max_processes is not None else 3 * self.processes
+        return adaptive_budget(self.processes, self.max_processes)
 
 
 def calibrate(arm: Arm, case: Case, samples: int = 30) -> float:
@@ -128,7 +128,9 @@ def run_study(settings: StudySettings, source: Path,
                                    pin_cpus=settings.pin_cpus, first_set=sets, steps=steps,
                                    states=states)
                 if states:
-                    raise GnnperfError(f"{case.name} failed in an extra set: {states}")
+                    why = "; ".join(f"{arm}: {s['reason']}"
+                                    for arm, s in states.get(case.name, {}).items())
+                    raise GnnperfError(f"{case.name} failed in an extra set ({why})")
                 for arm in arms:
                     for clock in ("cpu", "wall"):
                         per_arm[arm][clock] += more[case.name][arm][clock]
@@ -174,12 +176,14 @@ def rejudge(study: dict) -> dict:
 
 
 def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
-             clocks=("cpu", "wall"), adaptive: tuple[int, int] | None = None) -> list[dict]:
+             clocks=("cpu", "wall"), adaptive: tuple[int, int, float] | None = None
+             ) -> list[dict]:
     """Rates per clock and threshold: ``false_alarm`` (A/A trials judged a
     regression) and ``detect[s]`` (trials with slowdown s judged one). With
-    :obj:`adaptive` ``(processes, budget)``, also the adaptive gate's rates
-    on the CPU clock, replayed on each trial's pairs (``pairs``: their mean
-    number), as rows with ``clock`` ``cpu, adaptive``."""
+    :obj:`adaptive` ``(processes, budget, threshold)``, also the adaptive
+    gate's rates on the CPU clock at that threshold (the one the trials ran
+    their extra pairs for), replayed on each trial's pairs (``pairs``: their
+    mean number), as a row with ``clock`` ``cpu, adaptive``."""
     rows = []
     conditions = sorted({t["slowdown"] for t in trials})
     for clock in clocks:
@@ -192,8 +196,8 @@ def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
                 row[s] = (hits, len(runs))
             rows.append(row)
     if adaptive is not None:
-        processes, budget = adaptive
-        for threshold in thresholds:
+        processes, budget, threshold = adaptive
+        for threshold in [threshold]:
             row = {"clock": "cpu, adaptive", "threshold": threshold, "alpha": alpha}
             pairs = []
             for s in conditions:

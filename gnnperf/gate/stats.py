@@ -105,6 +105,12 @@ def decide(samples: TimeSamples, threshold: float, alpha: float) -> Verdict:
                    verdict, len(samples.a))
 
 
+def adaptive_budget(processes: int, max_processes: int | None) -> int:
+    """Process pairs a verdict may take at most: :obj:`max_processes`, by
+    default three times the planned :obj:`processes`."""
+    return max_processes if max_processes is not None else 3 * processes
+
+
 def inconclusive(ratio: float, p_slower: float, p_faster: float, threshold: float,
                  alpha: float) -> bool:
     """The adaptive rule's trigger: the ratio is past the threshold (either
