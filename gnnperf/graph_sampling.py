@@ -216,7 +216,7 @@ class RandomWalkSampler:
         return induced_subgraph(self.subgraph_csr, torch.unique(self.walk(self.roots())))
 
     def compute_norm(self, num_samples: int, norm: str = "paper", seen_edges: float = 0.0,
-                     max_samples: int | None = None) -> SaintNorm:
+                     min_count: int = 1, max_samples: int | None = None) -> SaintNorm:
         r"""GraphSAINT's normalisation, estimated from subgraphs drawn from
         this sampler (advancing its generator): with :math:`C_v` the number of
         drawn subgraphs holding node :math:`v` and :math:`C_{uv}` those holding
@@ -253,9 +253,12 @@ class RandomWalkSampler:
             num_samples (int): Subgraphs to draw at least.
             norm (str): ``paper`` or ``pyg``, as above.
             seen_edges (float): Then keep drawing until at least this share
-                of the edges was drawn...
-            max_samples (int, optional): ...or this many subgraphs were drawn
-                in all (default: :obj:`num_samples`).
+                of the edges was each drawn :obj:`min_count` times...
+            min_count (int): ...(the relative error of :math:`C_v / C_{uv}`
+                is about :math:`1 / \sqrt{C_{uv}}`, and its bias up about
+                :math:`1 / C_{uv}`, Jensen's inequality)...
+            max_samples (int, optional): ...or until this many subgraphs were
+                drawn in all (default: :obj:`num_samples`).
 
         Returns:
             :class:`SaintNorm`, its tensors float32.
@@ -268,6 +271,8 @@ class RandomWalkSampler:
                                f"got {norm!r}")
         if not 0.0 <= seen_edges <= 1.0:
             raise GnnperfError(f"--saint-seen-edges must be in [0, 1], got {seen_edges}")
+        if min_count < 1:
+            raise GnnperfError(f"--saint-min-count must be >= 1, got {min_count}")
         max_samples = num_samples if max_samples is None else max(max_samples, num_samples)
         node_count = torch.zeros(self.num_nodes, device=self.device)
         num_edges = self.subgraph_edge_index.size(1)
@@ -283,14 +288,15 @@ class RandomWalkSampler:
                 edge_count.index_add_(0, sub.edge_ids,
                                       torch.ones_like(sub.edge_ids, dtype=torch.float))
             drawn = target
-            unseen_edges = int((edge_count == 0).sum())
-            if drawn >= max_samples or unseen_edges <= (1.0 - seen_edges) * num_edges:
+            rare_edges = int((edge_count < min_count).sum())
+            if drawn >= max_samples or rare_edges <= (1.0 - seen_edges) * num_edges:
                 break
             target = min(max_samples, drawn + chunk)
         aggregator = self.subgraph_edge_index[1 if norm == "paper" else 0]
         seen = edge_count > 0
         edge_norm = torch.where(seen, node_count.index_select(0, aggregator)
                                 / edge_count.clamp(min=1), 1.0)
+        unseen_edges = int((~seen).sum())
         unseen_nodes = int((node_count == 0).sum())
         # (n + 1) / (C_v + 1), not the paper's n / C_v: for C_v ~ Binomial(n,
         # p_v), E[1 / (C_v + 1)] = (1 - (1 - p_v)^(n + 1)) / ((n + 1) p_v), so

@@ -211,6 +211,18 @@ def test_presampling_goes_on_until_the_share_of_edges_was_drawn(graph):
         sampler.compute_norm(5, norm="foo")
 
 
+def test_presampling_until_most_edges_were_drawn_min_count_times(graph):
+    sampler = RandomWalkSampler(graph.edge_index, 300, num_roots=10, walk_length=2, seed=1)
+    twin = RandomWalkSampler(graph.edge_index, 300, num_roots=10, walk_length=2, seed=1)
+    result = sampler.compute_norm(5, seen_edges=0.9, min_count=10, max_samples=100_000)
+    count = torch.zeros(graph.edge_index.size(1))
+    for draws in range(1, result.num_samples + 1):
+        count[twin.sample().edge_ids] += 1
+        if draws == result.num_samples - 1:
+            assert float((count >= 10).float().mean()) < 0.9  # it did not stop late
+    assert float((count >= 10).float().mean()) >= 0.9
+
+
 def test_metis_partition_is_deterministic_and_cuts_little(graph):
     edge_index = graph.edge_index
     parts = metis_partition(edge_index, 300, 8, seed=0)

@@ -212,6 +212,12 @@ def test_saint_loss_is_an_unbiased_estimate_of_the_mean_loss(cora):
     assert sum(sums) / len(sums) == pytest.approx(1.0, rel=0.1)
 
 
+def test_saint_roots_scale_with_the_graph_past_cora():
+    assert TrainConfig().saint_roots_for(2708) == 500  # Cora, CiteSeer: 500
+    assert TrainConfig().saint_roots_for(20_000) == 1334  # N / 15, as PyG's Flickr example
+    assert TrainConfig(saint_roots=7).saint_roots_for(20_000) == 7
+
+
 def test_saint_reports_unseen_shares_and_warns_when_large(cora, capsys):
     run = get_variant("saint").build(cora, TrainConfig(), CPU)
     assert run.stats["saint_norm"] == "paper"

@@ -18,12 +18,13 @@ from gnnperf.variants.base import Batch, Technique, TrainingRun
 class Saint(Technique):
     r"""GraphSAINT (Zeng et al., 2020) with the random-walk sampler of
     :class:`~gnnperf.graph_sampling.RandomWalkSampler`: :obj:`saint_roots`
-    uniform roots per batch, walks of :obj:`saint_walk_length` steps.
+    uniform roots per batch (by default :obj:`max(500, ceil(N / 15))`), walks
+    of :obj:`saint_walk_length` steps.
 
     Before training, subgraphs are pre-sampled until they hold
     :obj:`saint_coverage` x num_nodes nodes in all (PyG's
     ``sample_coverage``) and then on until :obj:`saint_seen_edges` of the
-    edges were drawn (at most :obj:`saint_max_coverage` x num_nodes nodes), to
+    edges were drawn :obj:`saint_min_count` times each (at most :obj:`saint_max_coverage` x num_nodes nodes), to
     estimate how often each node and edge is sampled; that time is reported
     apart (``setup_seconds['presample']``), the share of never-drawn edges and
     nodes in ``stats`` (``saint_unseen_edges``, ``saint_unseen_nodes``), with a
@@ -55,7 +56,7 @@ class Saint(Technique):
         graph, weight = normalize_graph(data.edge_index, num_nodes)
         shard = run.shard
         # ddp: independent walks on every rank (seeded seed + rank).
-        sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots,
+        sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots_for(num_nodes),
                                     config.saint_walk_length,
                                     seed=config.seed + (shard.rank if shard else 0),
                                     subgraph_edge_index=graph)
@@ -67,13 +68,15 @@ class Saint(Technique):
         max_samples = max(num_samples,
                           math.ceil(config.saint_max_coverage * num_nodes / max(first, 1)))
         norm = sampler.compute_norm(num_samples, norm=config.saint_norm,
-                                    seen_edges=config.saint_seen_edges, max_samples=max_samples)
+                                    seen_edges=config.saint_seen_edges,
+                                    min_count=config.saint_min_count, max_samples=max_samples)
         node_norm, edge_norm = norm.node_norm, norm.edge_norm
         if run.device.type == "cuda":
             torch.cuda.synchronize(run.device)
         run.setup_seconds["presample"] = time.perf_counter() - start
         run.stats["presample_subgraphs"] = norm.num_samples
         run.stats["saint_norm"] = config.saint_norm
+        run.stats["saint_roots"] = sampler.num_roots
         run.stats["saint_unseen_edges"] = norm.unseen_edges
         run.stats["saint_unseen_nodes"] = norm.unseen_nodes
         if max(norm.unseen_edges, norm.unseen_nodes) > 0.01:
