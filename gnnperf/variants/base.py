@@ -63,7 +63,7 @@ class TrainConfig:
     # N / 15 on larger graphs (PyG's Flickr example: 6000 roots, 89k nodes):
     # with 500 on synthetic-100k's 20k nodes a subgraph is 6.7% of the graph,
     # its aggregation too noisy (test acc 0.886 against cluster's 0.949, three
-    # seeds); 1334 roots with the pre-sampling below: 0.943.
+    # seeds); 1334 roots with the pre-sampling below: 0.948 (docs/saint.md).
     saint_roots: int | None = None
     saint_walk_length: int = 2
     saint_coverage: float = 20.0
