@@ -56,12 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=int, default=defaults.batch_size)
     run.add_argument("--sampler", default=defaults.sampler, choices=["auto", "native", "vectorized"])
     run.add_argument("--saint-roots", type=int, default=defaults.saint_roots,
-                     help="saint: random walks per batch (default: %(default)s)")
+                     help="saint: random walks per batch (default: max(500, N / 15))")
     run.add_argument("--saint-walk-length", type=int, default=defaults.saint_walk_length,
                      help="saint: steps per walk (default: %(default)s)")
     run.add_argument("--saint-coverage", type=float, default=defaults.saint_coverage,
                      help="saint: pre-sample until this many x num_nodes nodes were drawn, "
                           "for the normalisation (default: %(default)s)")
+    run.add_argument("--saint-norm", default=defaults.saint_norm,
+                     help="saint: aggregation normalisation, paper (Zeng et al.: C_v / C_uv, v "
+                          "the aggregating node) or pyg (PyG's C_u / C_uv, u the source) "
+                          "(default: %(default)s)")
+    run.add_argument("--saint-seen-edges", type=float, default=defaults.saint_seen_edges,
+                     help="saint: pre-sample past --saint-coverage until this share of the "
+                          "edges was drawn --saint-min-count times (default: %(default)s)...")
+    run.add_argument("--saint-min-count", type=int, default=defaults.saint_min_count,
+                     help="saint: see --saint-seen-edges (default: %(default)s)")
+    run.add_argument("--saint-max-coverage", type=float, default=defaults.saint_max_coverage,
+                     help="saint: ...or this many x num_nodes nodes were (default: %(default)s)")
     run.add_argument("--cluster-parts", type=int, default=defaults.cluster_parts,
                      help="cluster: METIS parts (default: %(default)s)")
     run.add_argument("--cluster-batch", type=int, default=defaults.cluster_batch,
@@ -124,7 +135,11 @@ def run_command(args: argparse.Namespace) -> int:
                          dropout=args.dropout, lr=args.lr, fanout=args.fanout,
                          batch_size=args.batch_size, sampler=args.sampler,
                          saint_roots=args.saint_roots, saint_walk_length=args.saint_walk_length,
-                         saint_coverage=args.saint_coverage, cluster_parts=args.cluster_parts,
+                         saint_coverage=args.saint_coverage, saint_norm=args.saint_norm,
+                         saint_seen_edges=args.saint_seen_edges,
+                         saint_min_count=args.saint_min_count,
+                         saint_max_coverage=args.saint_max_coverage,
+                         cluster_parts=args.cluster_parts,
                          cluster_batch=args.cluster_batch, seed=args.seed)
     # Every option is checked here, before the dataset loads and any variant trains.
     config.validate()

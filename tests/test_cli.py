@@ -135,6 +135,11 @@ def _one_line_error(capsys, argv, message, tmp_path):
     (["--dropout", "1.5"], "dropout must be in [0, 1)"),
     (["--lr", "0"], "learning rate must be > 0"),
     (["--reference", "warp"], "--reference: unknown variant 'warp'"),
+    (["--saint-norm", "foo"], "--saint-norm must be one of paper, pyg, got 'foo'"),
+    (["--saint-seen-edges", "1.5"], "--saint-seen-edges must be in [0, 1]"),
+    (["--saint-max-coverage", "5"], "--saint-max-coverage must be >= --saint-coverage"),
+    (["--saint-min-count", "0"], "--saint-min-count must be >= 1"),
+    (["--saint-roots", "0"], "GraphSAINT needs --saint-roots >= 1"),
 ])
 def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, message):
     _one_line_error(capsys, [*SMALL, *argv], message, tmp_path)

@@ -148,6 +148,21 @@ def test_two_ranks_report_world_size_efficiency_and_allreduce(tmp_path):
     assert extra["allreduce_ms_per_step"] > 0 and 0 < extra["allreduce_share"] < 1
 
 
+def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
+    # Each rank pre-samples on its own (seed + rank) until 99.9% of the edges
+    # were drawn, so their pre-sample counts may differ; their steps must not
+    # (each step all-reduces: unequal counts would hang the run, not finish it).
+    out = tmp_path / "saint.json"
+    proc = _gnnperf(["--dataset", "synthetic-cora", "--variants", "saint+ddp",
+                     "--world-size", "2", "--epochs", "4", "--warmup", "2", "--no-progress",
+                     "--json", str(out)], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())["results"][0]
+    assert result["variant"] == "saint+ddp" and result["extra"]["world_size"] == 2
+    assert result["extra"]["saint_unseen_edges"] <= 0.001
+    assert all(loss == loss and loss < 10 for loss in result["losses"])
+
+
 def test_torchrun_two_nodes_on_loopback_train_together(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -212,6 +212,30 @@ def test_saint_loss_is_an_unbiased_estimate_of_the_mean_loss(cora):
     assert sum(sums) / len(sums) == pytest.approx(1.0, rel=0.1)
 
 
+def test_saint_roots_scale_with_the_graph_past_cora():
+    assert TrainConfig().saint_roots_for(2708) == 500  # Cora, CiteSeer: 500
+    assert TrainConfig().saint_roots_for(20_000) == 1334  # N / 15, as PyG's Flickr example
+    assert TrainConfig(saint_roots=7).saint_roots_for(20_000) == 7
+
+
+def test_saint_reports_unseen_shares_and_warns_when_large(cora, capsys):
+    run = get_variant("saint").build(cora, TrainConfig(), CPU)
+    assert run.stats["saint_norm"] == "paper"
+    assert run.stats["saint_unseen_edges"] == run.stats["saint_unseen_nodes"] == 0.0
+    assert "warning" not in capsys.readouterr().err
+    # Two 5-root subgraphs cover a few percent of Cora: most edges unseen.
+    few = TrainConfig(saint_roots=5, saint_coverage=0.01, saint_seen_edges=0.0,
+                      saint_max_coverage=0.01, saint_norm="pyg")
+    run = get_variant("saint").build(cora, few, CPU)
+    assert run.stats["saint_unseen_edges"] > 0.9 and run.stats["saint_unseen_nodes"] > 0.9
+    assert run.stats["saint_norm"] == "pyg"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: saint: ") and "of the edges" in err[0]
+    batch = next(iter(run.batches()))
+    # Bounded: never PyG's 1e4 (GCN weights are <= 1, multipliers <= the draws).
+    assert float(batch.edge_weight.max()) <= run.stats["presample_subgraphs"]
+
+
 def test_cluster_batches_hold_the_graph_edges_among_their_nodes(cora, tmp_path, monkeypatch):
     monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path))
     config = TrainConfig(cluster_parts=16, cluster_batch=3)

@@ -4,6 +4,7 @@ subgraph loss and aggregation unbiased estimates of the full-graph ones."""
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Iterable
 
@@ -17,16 +18,24 @@ from gnnperf.variants.base import Batch, Technique, TrainingRun
 class Saint(Technique):
     r"""GraphSAINT (Zeng et al., 2020) with the random-walk sampler of
     :class:`~gnnperf.graph_sampling.RandomWalkSampler`: :obj:`saint_roots`
-    uniform roots per batch, walks of :obj:`saint_walk_length` steps.
+    uniform roots per batch (by default :obj:`max(500, ceil(N / 15))`), walks
+    of :obj:`saint_walk_length` steps.
 
     Before training, subgraphs are pre-sampled until they hold
     :obj:`saint_coverage` x num_nodes nodes in all (PyG's
-    ``sample_coverage``) to estimate how often each node and edge is sampled;
-    that time is reported apart (``setup_seconds['presample']``). Then, as in PyG's
-    ``examples/graph_saint.py``:
+    ``sample_coverage``) and then on until :obj:`saint_seen_edges` of the
+    edges were drawn :obj:`saint_min_count` times each (at most :obj:`saint_max_coverage` x num_nodes nodes), to
+    estimate how often each node and edge is sampled; that time is reported
+    apart (``setup_seconds['presample']``), the share of never-drawn edges and
+    nodes in ``stats`` (``saint_unseen_edges``, ``saint_unseen_nodes``), with a
+    warning line above 1%. Then:
 
     * edge weights are the full graph's GCN weights times ``edge_norm``
-      (the subgraph aggregation's normalisation, self-loops included);
+      (:meth:`~gnnperf.graph_sampling.RandomWalkSampler.compute_norm`):
+      :math:`C_v / C_{uv}` with :math:`v` the aggregating node
+      (:obj:`saint_norm="paper"`, Zeng et al. 2020) or PyG's source-count
+      :math:`C_u / C_{uv}` (``pyg``), self-loops included (norm 1); a
+      never-drawn edge keeps its GCN weight;
     * the loss is :math:`\sum_{v \in \text{train} \cap S} \ell_v \cdot
       \text{node\_norm}_v`, scaled by :math:`N / |\text{train}|` so its
       expectation is the full-batch mean loss over the training nodes (PyG's
@@ -47,7 +56,7 @@ class Saint(Technique):
         graph, weight = normalize_graph(data.edge_index, num_nodes)
         shard = run.shard
         # ddp: independent walks on every rank (seeded seed + rank).
-        sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots,
+        sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots_for(num_nodes),
                                     config.saint_walk_length,
                                     seed=config.seed + (shard.rank if shard else 0),
                                     subgraph_edge_index=graph)
@@ -56,11 +65,26 @@ class Saint(Technique):
         # the first batch estimates how many that takes.
         first = sampler.sample().num_nodes
         num_samples = max(1, math.ceil(config.saint_coverage * num_nodes / max(first, 1)))
-        node_norm, edge_norm = sampler.compute_norm(num_samples)
+        max_samples = max(num_samples,
+                          math.ceil(config.saint_max_coverage * num_nodes / max(first, 1)))
+        norm = sampler.compute_norm(num_samples, norm=config.saint_norm,
+                                    seen_edges=config.saint_seen_edges,
+                                    min_count=config.saint_min_count, max_samples=max_samples)
+        node_norm, edge_norm = norm.node_norm, norm.edge_norm
         if run.device.type == "cuda":
             torch.cuda.synchronize(run.device)
         run.setup_seconds["presample"] = time.perf_counter() - start
-        run.stats["presample_subgraphs"] = num_samples
+        run.stats["presample_subgraphs"] = norm.num_samples
+        run.stats["saint_norm"] = config.saint_norm
+        run.stats["saint_roots"] = sampler.num_roots
+        run.stats["saint_unseen_edges"] = norm.unseen_edges
+        run.stats["saint_unseen_nodes"] = norm.unseen_nodes
+        if max(norm.unseen_edges, norm.unseen_nodes) > 0.01:
+            # Their weights are bounded but biased low: say so.
+            print(f"warning: saint: {norm.unseen_edges:.2%} of the edges and "
+                  f"{norm.unseen_nodes:.2%} of the nodes were in none of the "
+                  f"{norm.num_samples} pre-sampled subgraphs (they keep unnormalised "
+                  f"weights); raise --saint-max-coverage", file=sys.stderr)
         edge_weight = weight * edge_norm
         loss_scale = num_nodes / int(data.train_mask.sum())
         steps = max(1, math.ceil(num_nodes / first))
