@@ -335,23 +335,30 @@ def train_config(**overrides):
 NA, FAILED = "!", "!!"  # prefixes of a graph-cache entry that is not a path
 
 
-def _write_graphs(names: dict[str, str]) -> dict[str, str]:
-    """Generates or loads each graph once, saved to a file in asv's cache
-    directory; returns key -> path, key -> ``"!reason"`` where unavailable
-    here (a user's graph absent on this runner: n/a) or ``"!!traceback"``
-    where loading failed otherwise (a corrupt or non-finite file: failed)."""
+def _save_graphs(makers: dict, prefix: str = "graph") -> dict[str, str]:
+    """Makes each graph once (``makers[key]()``), saved to a file in asv's
+    cache directory; returns key -> path, key -> ``"!reason"`` where
+    unavailable here (a user's graph absent on this runner: n/a) or
+    ``"!!traceback"`` where it failed otherwise (a corrupt or non-finite
+    file: failed)."""
     import traceback
-    load_dataset = gnnperf_name("data.load_dataset")
     out = {}
-    for key, dataset in names.items():
-        path = Path.cwd() / f"graph-{len(out)}.pt"
+    for key, make in makers.items():
+        path = Path.cwd() / f"{prefix}-{len(out)}.pt"
         try:
-            torch.save(load_dataset(dataset), path)
+            torch.save(make(), path)
             out[key] = str(path)
         except Exception as exc:  # noqa: BLE001 -- sorted into n/a and failed
             out[key] = (f"{NA}{type(exc).__name__}: {exc}" if declared_na(exc)
                         else f"{FAILED}{traceback.format_exc()}")
     return out
+
+
+def _write_graphs(names: dict[str, str]) -> dict[str, str]:
+    """:func:`_save_graphs` of datasets by name (:func:`gnnperf.data.load_dataset`)."""
+    load_dataset = gnnperf_name("data.load_dataset")
+    return _save_graphs({key: (lambda name=name: load_dataset(name))
+                         for key, name in names.items()})
 
 
 def training_datasets_cache(self):
@@ -405,16 +412,9 @@ def scale_accuracy_cache(self):
         spec_class = gnnperf_name("data.SyntheticSpec")
         generate = gnnperf_name("data.synthetic_graph")
     except NotImplementedError as exc:
-        return {key: f"!{exc}" for key in graphs}
-    out = {}
-    for key, fields in graphs.items():
-        path = Path.cwd() / f"scale-graph-{len(out)}.pt"
-        try:
-            torch.save(generate(spec_class(**fields), seed=0), path)
-            out[key] = str(path)
-        except Exception as exc:  # a commit whose SyntheticSpec lacks a field
-            out[key] = f"!{type(exc).__name__}: {exc}"
-    return out
+        return {key: f"{NA}{exc}" for key in graphs}
+    return _save_graphs({key: (lambda fields=fields: generate(spec_class(**fields), seed=0))
+                         for key, fields in graphs.items()}, prefix="scale-graph")
 
 
 scale_accuracy_cache.timeout = 600

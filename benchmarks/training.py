@@ -74,14 +74,15 @@ class Accuracy(common.Benchmark):
     param_names = ["dataset", "variant"]
     setup_cache = common.training_datasets_cache
     timeout = 900
+    epochs = PROFILE.accuracy_epochs
 
     def make(self, cache, dataset, variant):
         # Trained here (a track_ benchmark's setup runs once per process), so
         # a variant that cannot train in this environment is n/a.
-        run = common.build_run(cache, dataset, variant, epochs=PROFILE.accuracy_epochs)
+        run = common.build_run(cache, dataset, variant, epochs=self.epochs)
         losses = []
         with common.unavailable_as_na():
-            for _ in range(PROFILE.accuracy_epochs):
+            for _ in range(self.epochs):
                 losses += [run.step(batch) for batch in run.batches()]
         common.CASES.check_losses(losses, variant, 1)  # one sync, after training
         self.error_pct = round(100.0 * (1.0 - run.evaluate()["test"]), 2)
@@ -92,30 +93,16 @@ class Accuracy(common.Benchmark):
     track_test_error_pct.unit = "%"
 
 
-class SubgraphAccuracyAtScale(common.Benchmark):
+class SubgraphAccuracyAtScale(Accuracy):
     """Test error of saint next to sampled's and cluster's after a fixed
     budget on a generated graph of >= 10^6 edges (full profile; 60 epochs,
     the acceptance budget of issue 22) or a 2000-node one (quick, 20 epochs).
     Before issue 22 saint scored chance (0.106 accuracy) on synthetic-1m while
     cluster scored 0.998; a rise of saint's figure alone is that regression."""
     params = [list(common.scale_accuracy_graphs()), ["sampled", "saint", "cluster"]]
-    param_names = ["dataset", "variant"]
     setup_cache = common.scale_accuracy_cache
     timeout = 1800
-
-    def make(self, cache, dataset, variant):
-        epochs = common.SCALE_ACCURACY_EPOCHS["full" if PROFILE.name == "full" else "quick"]
-        run = common.build_run(cache, dataset, variant, epochs=epochs)
-        with common.unavailable_as_na():
-            for _ in range(epochs):
-                for batch in run.batches():
-                    run.step(batch)
-        self.error_pct = round(100.0 * (1.0 - run.evaluate()["test"]), 2)
-
-    def track_test_error_pct(self, cache, dataset, variant):
-        return self.error_pct
-
-    track_test_error_pct.unit = "%"
+    epochs = common.SCALE_ACCURACY_EPOCHS["full" if PROFILE.name == "full" else "quick"]
 
 
 class SampledThroughput(common.Benchmark):
