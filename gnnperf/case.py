@@ -86,19 +86,23 @@ class NonFiniteLoss(ArithmeticError):
     module runs on other checkouts' gnnperf."""
 
 
-def check_losses(losses: list, what: str, first_step: int) -> None:
-    """Raises :class:`NonFiniteLoss` naming the first step (counted from 1
-    at :obj:`first_step`) of :obj:`losses` whose loss is not finite; one
-    host sync for all of them."""
+def check_losses(losses: list, what: str, first_step: int, steps_per_loss: int = 1) -> None:
+    """Raises :class:`NonFiniteLoss` naming the first step of :obj:`losses`
+    (the first at :obj:`first_step`, counted from 1) whose loss is not
+    finite; one host sync for all of them. With :obj:`steps_per_loss` > 1
+    each loss is the last of a block of steps, and the block is named."""
     if not losses:
         return
     stacked = torch.stack([loss.detach().float().reshape(()) for loss in losses])
     finite = torch.isfinite(stacked)
     if not bool(finite.all()):
         index = int((~finite).nonzero()[0])
-        raise NonFiniteLoss(f"{what}: non-finite loss ({float(stacked[index])}) in step "
-                            f"{first_step + index}; its numerics broke (inputs, learning rate "
-                            f"or the technique), so nothing of it is measured")
+        start = first_step + index * steps_per_loss
+        where = (f"step {start}" if steps_per_loss == 1 else
+                 f"steps {start}-{start + steps_per_loss - 1} (a block checked at its end)")
+        raise NonFiniteLoss(f"{what}: non-finite loss ({float(stacked[index])}) in {where}; "
+                            f"its numerics broke (inputs, learning rate or the technique), so "
+                            f"nothing of it is measured")
 
 
 @dataclass
@@ -111,8 +115,13 @@ class PreparedCase:
     graphs_after_first_epoch: int | None = None
     recompiles: int | None = None
     cursor: int = field(default=0, repr=False)
-    steps_done: int = 0  # training steps so far, warm-up included
+    warmup_steps: int = 0
     last_loss: Any = field(default=None, repr=False)  # the latest step's, unchecked
+
+    @property
+    def steps_done(self) -> int:
+        """Training steps so far, warm-up included (counted off the clock)."""
+        return self.warmup_steps + self.cursor
 
     @property
     def variant(self) -> str:
@@ -128,7 +137,6 @@ class PreparedCase:
         host sync: see :meth:`check_loss`)."""
         batch = self.batches[self.cursor % len(self.batches)]
         self.cursor += 1
-        self.steps_done += 1
         self.last_loss = self.run.step(batch)
         return self.last_loss
 
@@ -139,11 +147,12 @@ class PreparedCase:
             torch.cuda.synchronize(self.run.device)
         return loss
 
-    def check_loss(self, loss) -> None:
+    def check_loss(self, loss, steps: int = 1) -> None:
         """:class:`NonFiniteLoss` if :obj:`loss`, the latest step's, is not
-        finite (call it off the clock: it syncs). A NaN parameter stays NaN
-        under Adam, so checking a block's last loss sees a NaN anywhere in it."""
-        check_losses([loss], self.case.name, self.steps_done)
+        finite (call it off the clock: it syncs); :obj:`steps` is the block
+        it ends, named in the error. A NaN parameter stays NaN under Adam, so
+        checking a block's last loss sees a NaN anywhere in it."""
+        check_losses([loss], self.case.name, self.steps_done - steps + 1, steps)
 
 
 def build(case: Case, data=None):
@@ -190,7 +199,7 @@ def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
     if counter is not None and graphs_after_first is not None:
         recompiles = counter.graphs - graphs_after_first
     return PreparedCase(case, run, batches, graphs_after_first, recompiles,
-                        steps_done=len(losses))
+                        warmup_steps=len(losses))
 
 
 __all__ = ["Case", "DEFAULT_DATASETS", "NonFiniteLoss", "PreparedCase", "build", "check_losses",

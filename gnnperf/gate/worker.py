@@ -45,16 +45,17 @@ def load_instrument(folder: Path, name: str):
     return module
 
 
+def load_errors(folder: Path):
+    """The instrument's ``errors.py``: the one rule of what is absent and
+    what is a declared "cannot here", applied to the arm tree's exceptions."""
+    return load_instrument(folder, "errors")
+
+
 def status(kind: str, exc: BaseException) -> dict:
     """A case not measured: its status and the one line that says why."""
     text = str(exc).strip().splitlines()
     return {"status": kind, "reason": f"{type(exc).__name__}: {text[0] if text else ''}"
             if kind == "error" else (text[0] if text else type(exc).__name__)}
-
-
-def _declared(exc: BaseException) -> bool:
-    # By class name: the exception classes are the arm tree's (gnnperf.errors.Unavailable).
-    return any(k.__name__ == "Unavailable" for k in type(exc).__mro__)
 
 
 def prepare_cases(args: argparse.Namespace, measure=None):
@@ -73,6 +74,7 @@ def prepare_cases(args: argparse.Namespace, measure=None):
         raise SystemExit(f"gnnperf imported from {gnnperf.__file__}, not from {tree}")
     instrument = Path(args.instrument)
     case_module = load_instrument(instrument, "case")
+    errors = load_errors(instrument)
     workcount = load_instrument(instrument, "workcount") if args.mode == "work" else None
     datasets: dict = {}
     prepared = []
@@ -80,8 +82,10 @@ def prepare_cases(args: argparse.Namespace, measure=None):
         case = case_module.Case.from_json(json.dumps(text))
         try:
             get_variant(case.variant)
-        except Exception as exc:  # unknown to this tree's registry: absent (yet, or any more)
-            prepared.append(status("absent", exc))
+        except Exception as exc:  # noqa: BLE001
+            # Unknown to this tree's registry: absent (yet, or any more); a
+            # registry that crashes is an error, never "absent".
+            prepared.append(status("absent" if errors.is_unknown_variant(exc) else "error", exc))
             continue
         try:
             if case.dataset not in datasets:
@@ -89,12 +93,14 @@ def prepare_cases(args: argparse.Namespace, measure=None):
             ready = case_module.prepare(case, datasets[case.dataset])
             prepared.append(ready if measure is None else measure(workcount, ready))
         except Exception as exc:  # noqa: BLE001 -- every failure is reported, none hidden
-            prepared.append(status("unavailable" if _declared(exc) else "error", exc))
+            prepared.append(status("unavailable" if errors.is_unavailable(exc) else "error", exc))
     return prepared
 
 
 def _work_of(workcount, case) -> dict:
+    before = case.steps_done
     metrics = workcount.measure_work(case)
+    case.check_loss(case.last_loss, case.steps_done - before)  # its counted steps, too
     return dict(metrics.to_dict(), exact=metrics.exact())
 
 
@@ -116,7 +122,7 @@ def serve_time(args: argparse.Namespace) -> None:
                 start = time.perf_counter()
                 loss = case.synced_step()
                 samples.append(time.perf_counter() - start)
-            case.check_loss(loss)
+            case.check_loss(loss, 3)
         except Exception as exc:  # noqa: BLE001 -- a non-finite loss or a crash: reported
             cases[i] = status("error", exc)
             step_s.append(None)
@@ -134,15 +140,18 @@ def serve_time(args: argparse.Namespace) -> None:
         if request.get("quit"):
             break
         case, steps = cases[request["case"]], request["steps"]
-        start, start_cpu = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            loss = case.synced_step()
-        cpu = time.process_time() - start_cpu
-        wall = time.perf_counter() - start
-        try:  # off the clock: the check syncs
-            case.check_loss(loss)
+        try:  # a crash or a non-finite loss ends this case, not the worker
+            start, start_cpu = time.perf_counter(), time.process_time()
+            for _ in range(steps):
+                loss = case.synced_step()
+            cpu = time.process_time() - start_cpu
+            wall = time.perf_counter() - start
+            case.check_loss(loss, steps)  # off the clock: the check syncs
         except Exception as exc:  # noqa: BLE001
-            print(json.dumps({"error": status("error", exc)["reason"]}), flush=True)
+            reason = status("error", exc)["reason"]
+            if not isinstance(exc, ArithmeticError):  # a crash: the step it crashed in
+                reason += f" (in step {case.steps_done})"
+            print(json.dumps({"error": reason}), flush=True)
             continue
         print(json.dumps({"wall": wall / steps, "cpu": cpu / steps}), flush=True)
 
