@@ -303,7 +303,8 @@ def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,
             if s is None or case.name in states or len(s.a) >= options.budget:
                 continue
             v = decide(s, options.threshold, options.alpha)
-            if inconclusive(v.ratio, v.p_slower, v.p_faster, options.threshold, options.alpha):
+            if inconclusive(v.ratio, v.p_slower, v.p_faster, v.ci_low, v.ci_high,
+                            options.threshold, options.alpha):
                 out.append(case)
         return out
 

@@ -37,8 +37,8 @@ from gnnperf import faults
 from gnnperf.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
-from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide,
-                                inconclusive, judge, pair_log_ratios, pair_test)
+from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide, judge,
+                                pair_log_ratios, pair_test)
 
 
 @dataclass
@@ -115,11 +115,10 @@ def run_study(settings: StudySettings, source: Path,
             def wants_more() -> bool:  # a comparison the adaptive gate would extend
                 for _, arm in comparisons:
                     logs = pair_log_ratios(per_arm["A"]["cpu"], per_arm[arm]["cpu"])
-                    ratio, p_slower, p_faster, used = adaptive_test(
+                    *_, used, still = adaptive_test(
                         logs, settings.processes, settings.budget, settings.threshold,
                         settings.alpha)
-                    if used == sets < settings.budget and inconclusive(
-                            ratio, p_slower, p_faster, settings.threshold, settings.alpha):
+                    if used == sets < settings.budget and still:
                         return True
                 return False
 
@@ -148,7 +147,7 @@ def run_study(settings: StudySettings, source: Path,
                     record[clock] = {"ratio": v.ratio, "p_slower": v.p_slower,
                                      "p_faster": v.p_faster, "ci": [v.ci_low, v.ci_high],
                                      "log_ratios": logs}
-                ratio, p_slower, p_faster, used = adaptive_test(
+                ratio, p_slower, p_faster, used, _ = adaptive_test(
                     record["cpu"]["log_ratios"], settings.processes, settings.budget,
                     settings.threshold, settings.alpha)
                 record["adaptive"] = {"ratio": ratio, "p_slower": p_slower,
@@ -204,7 +203,7 @@ def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
                 hits = 0
                 runs = [t for t in trials if t["slowdown"] == s]
                 for t in runs:
-                    ratio, p_slower, p_faster, used = adaptive_test(
+                    ratio, p_slower, p_faster, used, _ = adaptive_test(
                         t["cpu"]["log_ratios"], processes, budget, threshold, alpha)
                     pairs.append(used)
                     hits += judge(ratio, p_slower, p_faster, threshold, alpha) == "REGRESSION"
