@@ -23,8 +23,8 @@ def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds:
     parser.add_argument("--processes", type=int, default=processes,
                         help=f"worker pairs, the t-test's replicates (default {processes})")
     parser.add_argument("--max-processes", type=int,
-                        help="adaptive budget: an inconclusive verdict (ratio past the "
-                             "threshold, p not below alpha) gets one more pair at a time up "
+                        help="adaptive budget: an inconclusive verdict ('same' with its 95%% "
+                             "interval past the threshold) gets one more pair at a time up "
                              "to this many (default 3 x --processes; = --processes: off)")
     parser.add_argument("--rounds", type=int, default=rounds,
                         help=f"interleaved rounds per pair (default {rounds})")

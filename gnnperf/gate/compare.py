@@ -35,8 +35,9 @@ class GateOptions:
         datasets (tuple): Graphs every variant runs on.
         processes (int): Worker process pairs (the t-test's replicates).
         max_processes (int): The adaptive budget: an inconclusive verdict
-            (ratio past the threshold, p not below alpha) gets one more
-            pair at a time up to this many (``None``: 3 x :obj:`processes`;
+            ("same" with its 95% interval past the threshold,
+            :func:`~gnnperf.gate.stats.inconclusive`) gets one more pair at
+            a time up to this many (``None``: 3 x :obj:`processes`;
             :obj:`processes` turns adaptivity off).
         rounds (int): Interleaved rounds per pair.
         sample_ms (float): Target CPU time of one timed block of steps.
@@ -269,10 +270,11 @@ def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,
               states: dict, log: Callable[[str], None] = lambda msg: None
               ) -> list[TimeSamples]:
     """Interleaved timing of :obj:`cases` in the ``base`` and ``head`` arms,
-    as samples per case (on the gate's clock, the other one beside). Adaptive: a case whose verdict is inconclusive after
-    :obj:`options.processes` pairs (ratio past the threshold, p not below
-    alpha) is timed in one more pair at a time, alone, until it is decided or
-    has :attr:`~GateOptions.budget` pairs, as Swift's benchmark driver re-runs
+    as samples per case (on the gate's clock, the other one beside).
+    Adaptive: a case whose verdict is inconclusive after
+    :obj:`options.processes` pairs (:func:`~gnnperf.gate.stats.inconclusive`)
+    is timed in one more pair at a time, alone, until it is decided or has
+    :attr:`~GateOptions.budget` pairs, as Swift's benchmark driver re-runs
     its suspicious subset. A case an arm cannot time goes into :obj:`states`."""
     start = time.perf_counter()
 
