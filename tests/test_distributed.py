@@ -133,14 +133,20 @@ def test_a_failing_rank_ends_the_run_quickly_with_one_line(tmp_path):
     assert _spawned_children(marker) == []  # no orphan rank left
 
 
-def test_two_ranks_report_world_size_efficiency_and_allreduce(tmp_path):
+def _two_ranks(tmp_path, variant: str, epochs: int):
+    """``gnnperf run`` of :obj:`variant` on 2 local ranks (synthetic-cora):
+    the process and its one result."""
     out = tmp_path / "ddp.json"
-    proc = _gnnperf(["--dataset", "synthetic-cora", "--variants", "sampled+ddp",
-                     "--world-size", "2", "--epochs", "6", "--warmup", "2", "--no-progress",
-                     "--json", str(out)], timeout=300)
+    proc = _gnnperf(["--dataset", "synthetic-cora", "--variants", variant,
+                     "--world-size", "2", "--epochs", str(epochs), "--warmup", "2",
+                     "--no-progress", "--json", str(out)], timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, json.loads(out.read_text())["results"][0]
+
+
+def test_two_ranks_report_world_size_efficiency_and_allreduce(tmp_path):
+    proc, result = _two_ranks(tmp_path, "sampled+ddp", 6)
     assert "scaling eff. (strong)" in proc.stdout
-    result = json.loads(out.read_text())["results"][0]
     extra = result["extra"]
     assert extra["world_size"] == 2 and len(extra["per_rank_epoch_ms"]) == 2
     assert result["epoch_time"]["median"] * 1e3 == pytest.approx(max(extra["per_rank_epoch_ms"]))
@@ -152,12 +158,7 @@ def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
     # Each rank pre-samples on its own (seed + rank) until 99.9% of the edges
     # were drawn, so their pre-sample counts may differ; their steps must not
     # (each step all-reduces: unequal counts would hang the run, not finish it).
-    out = tmp_path / "saint.json"
-    proc = _gnnperf(["--dataset", "synthetic-cora", "--variants", "saint+ddp",
-                     "--world-size", "2", "--epochs", "4", "--warmup", "2", "--no-progress",
-                     "--json", str(out)], timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())["results"][0]
+    _, result = _two_ranks(tmp_path, "saint+ddp", 4)
     assert result["variant"] == "saint+ddp" and result["extra"]["world_size"] == 2
     assert result["extra"]["saint_unseen_edges"] <= 0.001
     assert all(loss == loss and loss < 10 for loss in result["losses"])
