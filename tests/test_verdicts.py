@@ -419,6 +419,7 @@ def test_world_size_without_a_ddp_variant_is_an_error(capsys):
 
 def test_a_missing_optional_dependency_is_na_and_the_run_passes(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pymetis", None)  # import pymetis -> ImportError
+    monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path / "cache"))  # no METIS parts cached
     out = tmp_path / "run.json"
     code = main(["run", "--variants", "baseline,cluster", "--epochs", "4", "--warmup", "2",
                  "--no-progress", "--json", str(out)])
