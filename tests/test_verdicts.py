@@ -3,6 +3,7 @@ sensitivity study, asv and ``gnnperf run`` could pass, or report a number, on
 something they did not measure (issue #20). One test per hole."""
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -322,7 +323,6 @@ def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
     results = json.loads(files[0].read_text())
     for name in ("training.TrainStep.time_train_step", "work_metrics.WorkMetrics.track_aten_ops"):
         row = dict(zip(results["result_columns"], results["results"][name]))
-        import itertools
         values = {combo[-1].strip("'"): value
                   for combo, value in zip(itertools.product(*row["params"]), row["result"])}
         assert values["baseline"] is not None and values["baseline"] > 0, (name, values)

@@ -16,7 +16,6 @@ from typing import Callable
 
 from gnnperf.case import Case
 from gnnperf.errors import GnnperfError
-from gnnperf.gate.stats import TimeSamples
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 #: The instrument both arms are measured with: this checkout's case.py and workcount.py.
