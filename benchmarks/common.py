@@ -156,6 +156,8 @@ class Profile:
         repeat: asv ``repeat`` of the timing benchmarks (min, max, seconds).
         rounds: asv ``rounds`` of the timing benchmarks.
         throughput_epochs: Epochs timed for the time per sampled edge.
+        work_datasets: Graphs of the exact work metrics (``None``: the
+            gate's, :data:`gnnperf.case.DEFAULT_DATASETS`).
     """
     name: str
     datasets: tuple[str, ...]
@@ -167,20 +169,27 @@ class Profile:
     repeat: tuple[int, int, float]
     rounds: int
     throughput_epochs: int
+    work_datasets: tuple[str, ...] | None = None
 
 
+# The quick profile is the CPU smoke run (`asv run --quick`, and the tests'
+# forkserver run of it): every class and every variant, each on the smallest
+# graph and budget that still gives it a figure. Measured on 2 cores, the
+# forkserver run took 277 s with 30 accuracy epochs and both work-metric
+# graphs (a third of it the work metrics' and the accuracy's trainings).
 PROFILES = {
     "quick": Profile(
         name="quick",
         datasets=("synthetic-cora",),
         accuracy_datasets=("synthetic-cora",),
-        accuracy_epochs=30,
+        accuracy_epochs=10,
         scaling=("1e4", "1e5"),
         scaling_variants=("baseline", "sampled"),
         compile_extra=(),
         repeat=(15, 40, 6.0),
         rounds=2,
         throughput_epochs=3,
+        work_datasets=("synthetic-10k",),  # the gate's smaller graph (2,000 nodes)
     ),
     # The GPU workflow's pull-request gate, sized for about 30 minutes on both
     # commits together: the full profile is ~90 timed, 85 peakmem and ~540
@@ -263,10 +272,16 @@ def set_threads() -> None:
 
 
 def device() -> torch.device:
-    """``$GNNPERF_ASV_DEVICE`` (``auto`` by default: CUDA when present)."""
+    """``$GNNPERF_ASV_DEVICE`` (``auto`` by default: CUDA when present).
+
+    Called on import too (parameter lists), in the process asv's forkserver
+    forks every benchmark from: ``torch.cuda.device_count`` asks NVML and
+    leaves no CUDA context behind, where ``torch.cuda.is_available`` would
+    initialise the driver and poison every forked child (torch's note on
+    fork poisoning)."""
     name = os.environ.get(DEVICE_ENV, "auto")
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda" if torch.cuda.device_count() > 0 else "cpu")
     return torch.device(name)
 
 

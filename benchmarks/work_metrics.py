@@ -16,7 +16,7 @@ from __future__ import annotations
 from . import common
 from .common import VARIANTS
 
-DATASETS = list(common.CASES.DEFAULT_DATASETS)
+DATASETS = list(common.PROFILE.work_datasets or common.CASES.DEFAULT_DATASETS)
 
 
 def _measure_all() -> dict:

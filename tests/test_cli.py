@@ -16,9 +16,13 @@ SMALL = ["--dataset", "synthetic:nodes=600,degree=4,features=16,classes=3",
          "--epochs", "6", "--warmup", "2", "--no-progress"]
 
 
-def test_run_writes_table_json_and_plot(tmp_path, capsys):
+def test_run_writes_table_json_and_plot(tmp_path, capsys, reuse_trained):
+    # The whole registry on bundled Cora at the shared training's epochs:
+    # `gnnperf run`'s own code path, its trainings from conftest's one run.
+    from conftest import TRAINED_EPOCHS, TRAINED_WARMUP
     out_json, out_png = tmp_path / "out.json", tmp_path / "out.png"
-    assert main(["run", *SMALL, "--json", str(out_json), "--plot", str(out_png)]) == 0
+    assert main(["run", "--epochs", str(TRAINED_EPOCHS), "--warmup", str(TRAINED_WARMUP),
+                 "--no-progress", "--json", str(out_json), "--plot", str(out_png)]) == 0
     table = capsys.readouterr().out
     from gnnperf.variants import standard_variants
     for variant in standard_variants():

@@ -15,7 +15,14 @@ CUDA_ONLY = {"timing is synchronised", "padded sampler syncs once per hop",
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU pattern")
-def test_doctor_on_cpu_passes_and_skips_the_cuda_checks(tmp_path, capsys):
+def test_doctor_on_cpu_passes_and_skips_the_cuda_checks(tmp_path, capsys, monkeypatch,
+                                                        reuse_trained):
+    # The doctor's own trainings at the shared fixture's epochs, so they come
+    # from conftest's one training of the registry (its code path unchanged).
+    import gnnperf.doctor
+    from conftest import TRAINED_EPOCHS
+    monkeypatch.setattr(gnnperf.doctor, "EPOCHS", TRAINED_EPOCHS)
+    monkeypatch.setattr(gnnperf.doctor, "AMP_EPOCHS", TRAINED_EPOCHS)
     out = tmp_path / "doctor.json"
     assert main(["doctor", "--device", "cpu", "--json", str(out)]) == 0
     printed = capsys.readouterr().out

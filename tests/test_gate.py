@@ -4,6 +4,8 @@ injected faults, the sensitivity bookkeeping and ``gnnperf bisect`` on a
 throw-away repository."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -16,15 +18,27 @@ import pytest
 
 from gnnperf import faults, gate
 from gnnperf.case import Case
+from gnnperf.cli import main
 from gnnperf.gate.sensitivity import evaluate, format_table, smallest_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = "synthetic-10k"  # 2,000 nodes: a step of about a millisecond
 
 
-def _gnnperf(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gnnperf", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+def _gnnperf(*args: str) -> subprocess.CompletedProcess:
+    """``gnnperf ARGS`` in this process, from the checkout's top (as a user
+    runs it there), its exit status and output as a finished process's: the
+    gate's arms are processes of their own either way, and this one skips an
+    interpreter start (about 4 s here) per command."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["gnnperf", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +103,19 @@ def test_environment_arms_run_one_tree_under_two_interpreters(tmp_path):
     assert arms["head"]["interpreter"] == sys.executable
 
 
-def test_gate_usage_errors_are_one_line(tmp_path):
+def _one_line_errors(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("gnnperf:")]
+
+
+def test_gate_usage_errors_are_one_line(tmp_path, capsys):
+    # In-process through main(): each is refused before any arm starts.
     for args, text in [(["--base", "no-such-ref-xyz"], "git archive no-such-ref-xyz failed"),
                        (["--base-python", str(tmp_path / "nope")], "interpreter"),
                        (["--processes", "2"], "--processes >= 3")]:
-        result = _gnnperf("gate", "--no-time", "--variants", "baseline", *args)
-        assert result.returncode == 2, result.stderr
-        errors = [line for line in result.stderr.splitlines() if line.startswith("gnnperf:")]
-        assert len(errors) == 1 and text in errors[0], result.stderr
+        code = main(["gate", "--no-time", "--variants", "baseline", "--head-dir", str(ROOT),
+                     *args])
+        errors = _one_line_errors(capsys)
+        assert code == 2 and len(errors) == 1 and text in errors[0], errors
 
 
 def test_gate_exports_a_git_ref(tmp_path):
@@ -212,13 +231,17 @@ def test_sensitivity_rates():
 
 
 # --------------------------------------------------------------------- bisect
-EXTRA_OP_AT, SLOWDOWN_AT, COMMITS = 3, 6, 9
+# The smallest history on which the time search takes both branches (commit
+# 2 is "same" against GOOD, commit 3 a regression) before its confirmation
+# (3 against 2): 4 gates, where 9 commits took 6.
+EXTRA_OP_AT, SLOWDOWN_AT, COMMITS = 1, 3, 4
 
 
 @pytest.fixture(scope="module")
 def throwaway_repo(tmp_path_factory):
-    """A copy of this tree as a repository: GOOD, then 9 commits, the 3rd
-    adding one tensor op per step, the 6th making baseline's step 30% slower."""
+    """A copy of this tree as a repository: GOOD, then :data:`COMMITS`
+    commits, the :data:`EXTRA_OP_AT`-th adding one tensor op per step, the
+    :data:`SLOWDOWN_AT`-th making baseline's step 30% slower."""
     repo = gate.copy_tree(ROOT, tmp_path_factory.mktemp("bisect") / "repo")
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
@@ -247,7 +270,7 @@ def throwaway_repo(tmp_path_factory):
 
 def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
     repo, git = throwaway_repo
-    result = _gnnperf("bisect", "HEAD~9", "HEAD", "--repo", str(repo),
+    result = _gnnperf("bisect", f"HEAD~{COMMITS}", "HEAD", "--repo", str(repo),
                       "--case", f"baseline@{SMALL}", "--metric", "aten_ops")
     assert result.returncode == 0, result.stdout + result.stderr
     expected = git("rev-parse", f"HEAD~{COMMITS - EXTRA_OP_AT}")
@@ -256,23 +279,26 @@ def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
     before, after = (int(x.replace(",", "")) for x in lines[1].split(": ")[1].split(" -> "))
     assert after == before + 1
     runs = int(lines[2].split()[0])
-    assert runs <= gate.max_measurements(COMMITS) == 6
+    assert runs <= gate.max_measurements(COMMITS) == 4
 
 
 def test_bisect_by_time_finds_the_slow_commit(throwaway_repo):
     repo, git = throwaway_repo
     case = Case("baseline", SMALL)
-    options = gate.GateOptions(processes=4, rounds=5, threshold=0.1, alpha=0.05)
-    result = gate.bisect("HEAD~9", "HEAD", case, "time", str(repo), options)
+    options = gate.GateOptions(processes=3, rounds=5, threshold=0.1, alpha=0.05)
+    result = gate.bisect(f"HEAD~{COMMITS}", "HEAD", case, "time", str(repo), options)
     assert result.commit == git("rev-parse", f"HEAD~{COMMITS - SLOWDOWN_AT}")
     assert result.confirmed and result.after > 1.15 * result.before
-    assert len(result.measurements) <= gate.max_measurements(COMMITS)
+    assert len(result.measurements) == 4  # GOOD..HEAD, two midpoints, the confirmation
+    verdicts = [ratio > 1.15 for _, ratio in result.measurements]
+    assert verdicts == [True, False, True, True], result.measurements
 
 
-def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo):
+def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo, capsys):
     repo, _ = throwaway_repo
-    result = _gnnperf("bisect", "HEAD", "HEAD~9", "--repo", str(repo))
-    assert result.returncode == 2 and "is not an ancestor" in result.stderr
+    code = main(["bisect", "HEAD", f"HEAD~{COMMITS}", "--repo", str(repo)])
+    errors = _one_line_errors(capsys)
+    assert code == 2 and len(errors) == 1 and "is not an ancestor" in errors[0], errors
 
 
 def test_the_work_gate_measures_each_case_before_building_the_next(tmp_path):
@@ -294,13 +320,12 @@ def test_a_case_survives_its_json_round_trip():
     hash(Case.from_json(case.to_json()))  # usable as a key
 
 
-def test_sensitivity_usage_errors_are_one_line(tmp_path):
+def test_sensitivity_usage_errors_are_one_line(tmp_path, capsys):
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{}")
     for args, text in [(["--processes", "2"], "--processes >= 3"),
                        (["--slowdowns", "0"], "--slowdowns must be > 0"),
                        (["--from-json", str(bad_json)], "not a study")]:
-        result = _gnnperf("sensitivity", *args)
-        assert result.returncode == 2, result.stderr
-        errors = [line for line in result.stderr.splitlines() if line.startswith("gnnperf:")]
-        assert len(errors) == 1 and text in errors[0], result.stderr
+        code = main(["sensitivity", *args])
+        errors = _one_line_errors(capsys)
+        assert code == 2 and len(errors) == 1 and text in errors[0], errors

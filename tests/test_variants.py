@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from conftest import TRAINED_EPOCHS, TRAINED_WARMUP
 from gnnperf.errors import GnnperfError
 from gnnperf.measure import measure_variant
 from gnnperf.variants import (
@@ -19,33 +20,63 @@ CPU = torch.device("cpu")
 ROUNDING = {"rel": 1e-3, "abs": 2e-4}
 
 
-@pytest.fixture(scope="module")
-def trained(cora):
-    """Each standard variant trained for the tutorial's 200 epochs, seed 0."""
-    cache = {}
+# Each standard variant's training is conftest's ``trained`` fixture: Cora,
+# seed 0, conftest.TRAINED_EPOCHS (30) epochs, once per test run. At 30 epochs
+# every variant's test accuracy is 0.78-0.81 (the tutorial's own step the
+# lowest) and its loss has fallen below a tenth (measured here), where the
+# PyG tutorial's 200 epochs reach the same accuracy (0.80 over five seeds).
+ACCURACY_BAR = 0.75
+# Test accuracy varies by about half a point across seeds at 30 epochs (sd
+# 0.005 over seeds 0-4 for the baseline here), so two variants that train
+# the same model agree within a point on a five-seed mean, while a broken
+# one is far off: dropping half the edges 0.728, the GCN normalisation
+# 0.724, the graph 0.545, against the baseline's 0.796.
+SEEDS = range(5)
+SAME_ACCURACY = 0.01
+_seed_accuracy: dict = {}
 
-    def get(name):
-        if name not in cache:
-            cache[name] = measure_variant(name, cora, TrainConfig(seed=0), CPU)
-        return cache[name]
-    return get
+
+def check_reaches_accuracy(result) -> None:
+    """The per-variant bar: the loss fell by two thirds, test accuracy at
+    least :data:`ACCURACY_BAR`, and not flagged at chance."""
+    assert result.losses[-1] < result.losses[0] / 3, result.losses
+    assert result.test_acc >= ACCURACY_BAR, result.test_acc
+    assert not result.at_chance
 
 
-@pytest.mark.slow
+def mean_accuracy(variant: str, trained, cora) -> float:
+    """Test accuracy over :data:`SEEDS` after conftest.TRAINED_EPOCHS
+    epochs (seed 0 from the shared training where it is a standard variant)."""
+    accuracies = []
+    for seed in SEEDS:
+        key = (variant, seed)
+        if key not in _seed_accuracy:
+            if seed == 0 and variant in standard_variants():
+                _seed_accuracy[key] = trained(variant).test_acc
+            else:
+                _seed_accuracy[key] = measure_variant(
+                    variant, cora, TrainConfig(epochs=TRAINED_EPOCHS, seed=seed), CPU,
+                    TRAINED_WARMUP).test_acc
+        accuracies.append(_seed_accuracy[key])
+    return sum(accuracies) / len(accuracies)
+
+
+def check_as_accurate_as(variant: str, reference: str, trained, cora) -> None:
+    """The over-seeds bar: five-seed mean test accuracies within a point."""
+    ours, theirs = mean_accuracy(variant, trained, cora), mean_accuracy(reference, trained, cora)
+    assert abs(ours - theirs) <= SAME_ACCURACY, (variant, ours, reference, theirs)
+
+
 @pytest.mark.parametrize("variant", STANDARD_VARIANTS)
 def test_variant_reaches_tutorial_accuracy(trained, variant):
-    result = trained(variant)
-    assert result.test_acc >= 0.75
-    assert result.losses[-1] < result.losses[0] / 3
+    check_reaches_accuracy(trained(variant))
 
 
-@pytest.mark.slow
 def test_amp_close_to_full_precision(trained):
     assert abs(trained("amp").test_acc - trained("baseline").test_acc) <= 0.015
     assert trained("amp").extra["amp_dtype"] == "bfloat16"
 
 
-@pytest.mark.slow
 def test_checkpointing_recomputes_the_same_training(trained):
     # The dropout RNG state is replayed on recomputation, so nothing changes.
     assert trained("checkpointed").losses == pytest.approx(trained("baseline").losses, rel=1e-5)
@@ -89,15 +120,47 @@ def test_the_fastest_cora_path_compiles_whole_and_follows_eager(trained):
 
 
 @pytest.mark.slow
-def test_the_fastest_cora_path_is_as_accurate_as_the_baseline(cora, trained):
-    # Test accuracy varies by about a point across seeds (sd 0.007 over ten
-    # seeds for the baseline here), so the bar, a point, is on a five-seed mean.
-    def mean_accuracy(variant):
-        accuracies = [trained(variant).test_acc] + [
-            measure_variant(variant, cora, TrainConfig(seed=seed), CPU).test_acc
-            for seed in range(1, 5)]
-        return sum(accuracies) / len(accuracies)
-    assert abs(mean_accuracy(COMBINED_VARIANTS[0]) - mean_accuracy("baseline")) <= 0.01
+def test_the_fastest_cora_path_is_as_accurate_as_the_baseline(trained, cora):
+    check_as_accurate_as(COMBINED_VARIANTS[0], "baseline", trained, cora)
+
+
+class _Graphless(Technique):
+    """Broken on purpose: aggregates over self-loops only (an MLP)."""
+    name = "graphless"
+
+    def apply(self, run):
+        def self_loops_only(edge_index, edge_weight, num_targets, num_sources):
+            keep = edge_index[0] == edge_index[1]
+            return edge_index[:, keep], None if edge_weight is None else edge_weight[keep]
+        run.graph_transform = self_loops_only
+
+
+class _HalfTheEdges(Technique):
+    """Broken on purpose: a fixed half of the edges never reaches the model."""
+    name = "halfedges"
+
+    def apply(self, run):
+        inner = run.graph_transform
+
+        def drop_half(edge_index, edge_weight, num_targets, num_sources):
+            draw = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(0))
+            keep = (draw < 0.5) | (edge_index[0] == edge_index[1])
+            return inner(edge_index[:, keep], None if edge_weight is None else edge_weight[keep],
+                         num_targets, num_sources)
+        run.graph_transform = drop_half
+
+
+@pytest.mark.parametrize("broken", [_Graphless, _HalfTheEdges], ids=["graphless", "halfedges"])
+def test_the_accuracy_checks_catch_a_broken_variant(trained, cora, monkeypatch, broken):
+    # The bars above at 30 epochs, not 200, are still tight enough: a variant
+    # that loses half of Cora's edges fails both.
+    monkeypatch.setitem(TECHNIQUES, broken.name, broken)
+    result = measure_variant(broken.name, cora, TrainConfig(epochs=TRAINED_EPOCHS), CPU,
+                             TRAINED_WARMUP)
+    with pytest.raises(AssertionError):
+        check_reaches_accuracy(result)
+    with pytest.raises(AssertionError):
+        check_as_accurate_as(broken.name, "baseline", trained, cora)
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from typing import Callable
 from gnnperf.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
-from gnnperf.gate.arms import Arm
+from gnnperf.gate.arms import Arm, ArmProbe
 from gnnperf.gate.compare import GateOptions, compare_arms
 from gnnperf.workcount import EXACT_FIELDS
 
@@ -95,13 +95,23 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
         if options.base_python != options.head_python:
             raise GnnperfError("bisect runs every commit under one Python; give one --python")
         options.validate()
-        known = arm_runner.probe(Arm(tree(chain[-1]), options.head_python),
-                                 [case.variant]).known[case.variant]
+        # One probe per commit for the whole search: the time search gates
+        # GOOD against four or more commits, and a probe is an interpreter
+        # start (about 5 s on 2 cores).
+        probes: dict[str, ArmProbe] = {}
+
+        def probe(commit: str) -> ArmProbe:
+            if commit not in probes:
+                probes[commit] = arm_runner.probe(Arm(tree(commit), options.head_python),
+                                                  [case.variant])
+            return probes[commit]
+
+        known = probe(chain[-1]).known[case.variant]
         if known is None:  # a typo: no measurement can tell anything about it
             raise GnnperfError(f"unknown variant {case.variant!r} in {bad} ({chain[-1][:12]}); "
                                f"name one of its registry's variants, e.g. baseline@cora")
         if metric == "time":
-            return _bisect_time(chain, case, options, tree, log, repo_path)
+            return _bisect_time(chain, case, options, tree, probe, log, repo_path)
         return _bisect_work(chain, case, metric, tree, log, repo_path, options.head_python)
 
 
@@ -139,14 +149,15 @@ def _bisect_work(chain, case, metric, tree, log, repo, python) -> BisectResult:
                         True, measured)
 
 
-def _bisect_time(chain, case, options, tree, log, repo) -> BisectResult:
+def _bisect_time(chain, case, options, tree, probe, log, repo) -> BisectResult:
     measured: list[tuple[str, object]] = []
     timing = replace(options, work_gate=False, time_gate=True, cases=[case])
 
     def gate(base: str, head: str):
         arms = {"base": Arm(tree(base), options.base_python),
                 "head": Arm(tree(head), options.head_python)}
-        result = compare_arms(timing, arms, [case], lambda msg: None)
+        result = compare_arms(timing, arms, [case], lambda msg: None,
+                              {"base": probe(base), "head": probe(head)})
         verdicts = result.report["time"]["verdicts"]
         if not verdicts:
             why = "; ".join(result.report["head_failed"].values()) or "; ".join(
