@@ -7,9 +7,10 @@ here works in one process and across two:
   gnnperf``): each distinct graph compiles cold once per checkout, then loads
   from the cache (measured here: ``compiled`` on Cora 26 s cold, 1.0 s
   from the cache);
-- tests that start ranks or a suite of processes share one xdist group
+- tests that start two ranks share one xdist group
   (:data:`MULTIPROCESS_GROUP`): two of them never run at once on the two
-  cores;
+  cores (the asv smoke run, the longest test, runs beside them: its own
+  ranks are a few seconds of it);
 - each standard variant trains once per run (:func:`trained`), whichever
   worker asks first, and the others read its result.
 """
@@ -21,8 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
-# Tests that launch 2 ranks or run the asv suite: one at a time (an xdist
-# group runs on one worker, in order).
+# Tests that launch 2 ranks: one at a time (an xdist group runs on one
+# worker, in order).
 MULTIPROCESS_GROUP = "multiprocess"
 MULTIPROCESS_TESTS = (
     "tests/test_distributed.py::test_two_ranks",
@@ -30,7 +31,6 @@ MULTIPROCESS_TESTS = (
     "tests/test_distributed.py::test_a_failing_rank",
     "tests/test_distributed.py::test_saint_ddp",
     "tests/test_distributed.py::test_torchrun",
-    "tests/test_asv_suite.py::test_asv_quick_smoke",
 )
 
 # The one training of every standard variant that the variant, doctor and

@@ -300,6 +300,11 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
                          for i in range(len(cases))]
             steps = [0 if any(step_s[name][i] is None for name in names) else n
                      for i, n in enumerate(steps)]
+            if not any(steps):
+                # A case's steps only ever drop to 0 (absent, unavailable,
+                # failed), so no later set could time anything either: each
+                # would be two interpreter starts for nothing.
+                break
             for case in cases:
                 for name in names:
                     for clock in ("cpu", "wall"):
