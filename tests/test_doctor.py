@@ -8,6 +8,7 @@ import torch
 
 from gnnperf.cli import main
 from gnnperf.doctor import FAIL, PASS, SKIP, Doctor, variant_figures
+from gnnperf.measure import measure_variant as real_measure_variant  # before any patching
 from gnnperf.variants import standard_variants
 
 CUDA_ONLY = {"timing is synchronised", "padded sampler syncs once per hop",
@@ -66,3 +67,18 @@ def test_variant_figures_catch_zeros_and_missing_cuda_peaks(cora):
     assert variant_figures(zero_peak, torch.device("cpu")).status == FAIL
     flat = dataclasses.replace(result, losses=[1.0, 1.0])
     assert "did not fall" in variant_figures(flat, torch.device("cpu")).reason
+
+
+def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cora):
+    # What the doctor and CLI tests get from conftest's shortcut is what the
+    # real measure_variant gives for that call (deterministic on CPU), and a
+    # call it was not made for trains for real.
+    from conftest import TRAINED_EPOCHS, TRAINED_WARMUP
+    import gnnperf.measure
+    from gnnperf.variants import TrainConfig
+    config = TrainConfig(epochs=TRAINED_EPOCHS)
+    shortcut = gnnperf.measure.measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
+    real = real_measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
+    assert shortcut.losses == real.losses and shortcut.test_acc == real.test_acc
+    other = gnnperf.measure.measure_variant("sampled", cora, TrainConfig(epochs=4), "cpu", 2)
+    assert len(other.losses) == 4 and other.losses == real.losses[:4]

@@ -293,17 +293,17 @@ def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo, capsys):
     assert code == 2 and len(errors) == 1 and "is not an ancestor" in errors[0], errors
 
 
-def test_the_work_gate_measures_each_case_before_building_the_next(tmp_path):
+def test_the_work_gate_measures_each_case_before_building_the_next():
     # Building a case resets Dynamo: a compiled case prepared before another
     # one used to recompile inside its own measurement (recompiles 1, not 0).
+    # One work worker, as each arm of the gate runs it.
     pytest.importorskip("torch._inductor")
-    out = tmp_path / "work.json"
-    result = _gnnperf("gate", "--no-time", "--variants", "compiled,baseline", "--datasets", SMALL,
-                      "--base-dir", str(ROOT), "--json", str(out))
-    assert result.returncode == 0, result.stdout + result.stderr
-    compiled = json.loads(out.read_text())["work"]["head"][0]
+    work = gate.run_work({"head": gate.Arm(ROOT)},
+                         [Case("compiled", SMALL), Case("baseline", SMALL)])["head"]
+    compiled = work[0]
     assert compiled["variant"] == "compiled" and compiled["compiled_graphs"] >= 1
     assert compiled["recompiles"] == 0
+    assert work[1]["variant"] == "baseline" and work[1]["exact"]["aten_ops"] > 0
 
 
 def test_a_case_survives_its_json_round_trip():

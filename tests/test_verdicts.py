@@ -423,6 +423,43 @@ def test_a_clear_verdict_takes_the_planned_pairs_and_the_budget_is_kept(monkeypa
     assert hopeless["pairs"] == 9 and sum(calls) == 9
 
 
+class _FakeTimeWorker:
+    """A time worker without a process: cases named ``absent...`` are
+    missing from its arm, the others step in 1 ms."""
+    started: list = []
+
+    def __init__(self, arm, cases):
+        self.cases = cases
+        self.proc = type("Proc", (), {"pid": None})()
+        _FakeTimeWorker.started.append(arm)
+
+    def ready(self):
+        absent = [case.variant.startswith("absent") for case in self.cases]
+        return ([None if a else 1e-3 for a in absent],
+                [{"status": "absent", "reason": "-"} if a else None for a in absent])
+
+    def time(self, case, steps):
+        return {"wall": 1e-3, "cpu": 1e-3}
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("variants, sets_started", [(["absent"], 1), (["absent", "baseline"], 3)])
+def test_the_time_gate_starts_no_set_after_one_that_could_time_nothing(monkeypatch, variants,
+                                                                     sets_started):
+    monkeypatch.setattr(gate.arms, "TimeWorker", _FakeTimeWorker)
+    _FakeTimeWorker.started = []
+    arms = {"base": gate.Arm(ROOT), "head": gate.Arm(ROOT)}
+    cases = [Case(v, SMALL) for v in variants]
+    states: dict = {}
+    steps, times = gate.run_arms(arms, cases, 3, 2, 12.0, pin_cpus=False, states=states)
+    assert len(_FakeTimeWorker.started) == 2 * sets_started
+    assert steps[0] == 0 and states[f"absent@{SMALL}"]["base"]["status"] == "absent"
+    if "baseline" in variants:  # the timeable case got all three pairs
+        assert steps[1] > 0 and len(times[f"baseline@{SMALL}"]["head"]["cpu"]) == 3
+
+
 def test_more_pairs_continue_a_timing_run(tmp_path):
     # What the adaptive loop asks of the real workers: one more set, numbered
     # on, with the first run's block size, states filled in for a failure.
