@@ -158,9 +158,9 @@ def test_a_gate_that_measures_nothing_is_an_error(tmp_path, capsys, monkeypatch)
     started = []
 
     class CountedWorker(gate.arms.TimeWorker):
-        def __init__(self, arm, cases):
+        def __init__(self, arm, cases, probed=None):
             started.append(arm)
-            super().__init__(arm, cases)
+            super().__init__(arm, cases, probed)
 
     monkeypatch.setattr(gate.arms, "TimeWorker", CountedWorker)
     code = main(["gate", "--no-work", "--variants", "cluster", "--datasets", SMALL,
@@ -428,7 +428,7 @@ class _FakeTimeWorker:
     missing from its arm, the others step in 1 ms."""
     started: list = []
 
-    def __init__(self, arm, cases):
+    def __init__(self, arm, cases, probed=None):
         self.cases = cases
         self.proc = type("Proc", (), {"pid": None})()
         _FakeTimeWorker.started.append(arm)

@@ -94,42 +94,84 @@ class ArmProbe:
             "torch_geometric")}
 
 
-_PROBE = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import torch, torch_geometric
-from gnnperf.variants import get_variant
-try:
-    from gnnperf.variants import standard_variants
-    standard = list(standard_variants())
-except ImportError:
-    from gnnperf.variants import STANDARD_VARIANTS as standard
-known = {}
-for name in json.loads(sys.argv[2]):
-    try:
-        known[name] = get_variant(name).name
-    except Exception:
-        known[name] = None
-print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__,
-                  "torch_geometric": torch_geometric.__version__,
-                  "standard_variants": list(standard), "known": known}))
-"""
-
-
-def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
-    """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
-    proc = subprocess.run([arm.python, "-c", _PROBE, str(arm.tree), json.dumps(list(names))],
-                          capture_output=True, text=True, env=worker_env())
-    if proc.returncode != 0:
-        raise GnnperfError(f"cannot read the variant registry of {arm.describe()}: "
-                           f"{_last_line(proc.stderr)}")
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+def _arm_probe(arm: Arm, found: dict) -> ArmProbe:
     commit, dirty = git_state(arm.tree)
     if arm.commit is not None:  # an exported ref: the files are exactly that commit
         commit, dirty = arm.commit, False
     return ArmProbe(str(arm.tree), arm.label, commit, dirty, found["python"], arm.python,
                     found["torch"], found["torch_geometric"], found["standard_variants"],
                     found["known"])
+
+
+def _registry_error(arm: Arm, stderr: str) -> GnnperfError:
+    return GnnperfError(f"cannot read the variant registry of {arm.describe()}: "
+                        f"{_last_line(stderr)}")
+
+
+def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
+    """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
+    proc = subprocess.run([arm.python, str(WORKER), "--mode", "probe", "--tree", str(arm.tree),
+                           "--instrument", str(INSTRUMENT), "--probe", json.dumps(list(names))],
+                          capture_output=True, text=True, env=worker_env())
+    if proc.returncode != 0:
+        raise _registry_error(arm, proc.stderr)
+    return _arm_probe(arm, json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+class ProbedWorker:
+    """A work or time worker started before its cases are known: it reports
+    its arm's :class:`ArmProbe` first (:attr:`probe`), then takes the cases
+    (:meth:`give`) or is told to quit (:meth:`close`). The gate's first
+    workers are so its probes: two interpreter starts fewer per gate run
+    (about 5 s each on 2 cores)."""
+
+    def __init__(self, mode: str, arm: Arm, names: list[str]) -> None:
+        self.arm = arm
+        self.proc = subprocess.Popen(
+            [arm.python, str(WORKER), "--mode", mode, "--tree", str(arm.tree),
+             "--instrument", str(INSTRUMENT), "--probe", json.dumps(list(names))],
+            env=worker_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.given = False
+
+    def read_probe(self) -> ArmProbe:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            raise _registry_error(self.arm, self.proc.stderr.read())
+        return _arm_probe(self.arm, json.loads(line)["probe"])
+
+    def give(self, cases: list[Case]) -> subprocess.Popen:
+        """Hands :obj:`cases` over; the process then works as any worker."""
+        payload = [json.loads(case.to_json()) for case in cases]
+        self.proc.stdin.write(json.dumps({"cases": payload}) + "\n")
+        self.proc.stdin.flush()
+        self.given = True
+        return self.proc
+
+    def close(self) -> None:
+        """Stops a worker that was never given its cases (no-op otherwise)."""
+        if self.given:
+            return
+        try:
+            self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_probed(mode: str, arms: dict[str, Arm], names: list[str]
+                 ) -> tuple[dict[str, ProbedWorker], dict[str, ArmProbe]]:
+    """One :class:`ProbedWorker` per arm (started together) and their probes."""
+    workers = {name: ProbedWorker(mode, arm, names) for name, arm in arms.items()}
+    try:
+        return workers, {name: w.read_probe() for name, w in workers.items()}
+    except BaseException:
+        for w in workers.values():
+            w.close()
+        raise
 
 
 def export_ref(ref: str, dest: Path, repo: Path | str = ".") -> Path:
@@ -183,12 +225,15 @@ def resolve_commit(ref: str, repo: Path | str = ".") -> str:
     return proc.stdout.strip()
 
 
-def run_work(arms: dict[str, Arm], cases: list[Case]) -> dict[str, list[dict]]:
+def run_work(arms: dict[str, Arm], cases: list[Case],
+             started: dict[str, ProbedWorker] | None = None) -> dict[str, list[dict]]:
     """Work metrics of every case in each arm (the arms in parallel); a case
     an arm cannot measure is ``{"status": ..., "reason": ...}``
-    (see :mod:`gnnperf.gate.worker`)."""
-    procs = {name: subprocess.Popen(_worker_cmd("work", arm, cases), env=worker_env(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (see :mod:`gnnperf.gate.worker`). :obj:`started`: work workers already
+    running (:func:`start_probed`), given the cases here."""
+    procs = {name: started[name].give(cases) if started else
+             subprocess.Popen(_worker_cmd("work", arm, cases), env=worker_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name, arm in arms.items()}
     results = {}
     for name, proc in procs.items():
@@ -208,11 +253,12 @@ def _last_line(stderr: str) -> str:
 class TimeWorker:
     """A worker process timing blocks of steps on request."""
 
-    def __init__(self, arm: Arm, cases: list[Case]) -> None:
+    def __init__(self, arm: Arm, cases: list[Case], started: ProbedWorker | None = None
+                 ) -> None:
         self.arm = arm
-        self.proc = subprocess.Popen(_worker_cmd("time", arm, cases), env=worker_env(),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = started.give(cases) if started is not None else subprocess.Popen(
+            _worker_cmd("time", arm, cases), env=worker_env(), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
 
     def read(self) -> dict:
         line = self.proc.stdout.readline()
@@ -247,7 +293,8 @@ class TimeWorker:
 def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
              sample_ms: float, progress: Callable[[int, int], None] | None = None,
              pin_cpus: bool = True, first_set: int = 0, steps: list[int] | None = None,
-             states: dict | None = None) -> tuple[list[int], dict]:
+             states: dict | None = None, started: dict[str, ProbedWorker] | None = None
+             ) -> tuple[list[int], dict]:
     """Interleaved timing of every case in every arm.
 
     ``processes`` times, one worker process per arm is started (together);
@@ -267,14 +314,16 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
     (CPU rotation, order), :obj:`steps` keeps its block sizes. A case an arm
     cannot time (absent, unavailable, a crash, a non-finite loss) gets 0
     steps from then on, and its status in :obj:`states`
-    (``states[case][arm]``, filled in when given)."""
+    (``states[case][arm]``, filled in when given). :obj:`started`: the
+    first set's workers, already running (:func:`start_probed`)."""
     names = list(arms)
     steps = list(steps) if steps is not None else []
     states = {} if states is None else states
     times = {case.name: {arm: {"cpu": [], "wall": []} for arm in names} for case in cases}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     for proc_set in range(first_set, first_set + processes):
-        workers = {name: TimeWorker(arm, cases) for name, arm in arms.items()}
+        first = started if started and proc_set == first_set else {}
+        workers = {name: TimeWorker(arm, cases, first.get(name)) for name, arm in arms.items()}
         try:
             ready = {name: w.ready() for name, w in workers.items()}
             step_s = {name: r[0] for name, r in ready.items()}

@@ -140,15 +140,21 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
                        options.base_python, label, commit)
         arms = {"base": base, "head": head}
         asked = options.variants or []
-        probes = {name: arm_runner.probe(arm, asked) for name, arm in arms.items()}
-        unknown = [v for v in asked if all(p.known.get(v) is None for p in probes.values())]
-        if unknown:  # a typo, not a benchmark removed: neither arm knows it
-            from gnnperf.variants import get_variant
-            get_variant(unknown[0])  # the registry's own one-line error
-            raise GnnperfError(f"unknown variant {unknown[0]!r} in both arms")
-        cases = options.cases or default_cases(
-            options.variants or probes["head"].standard_variants, options.datasets)
-        return compare_arms(options, arms, cases, log, probes)
+        # The first workers (work, else the first timing pair) are the probes.
+        started, probes = arm_runner.start_probed("work" if options.work_gate else "time",
+                                                  arms, asked)
+        try:
+            unknown = [v for v in asked if all(p.known.get(v) is None for p in probes.values())]
+            if unknown:  # a typo, not a benchmark removed: neither arm knows it
+                from gnnperf.variants import get_variant
+                get_variant(unknown[0])  # the registry's own one-line error
+                raise GnnperfError(f"unknown variant {unknown[0]!r} in both arms")
+            cases = options.cases or default_cases(
+                options.variants or probes["head"].standard_variants, options.datasets)
+            return compare_arms(options, arms, cases, log, probes, started)
+        finally:
+            for worker in started.values():  # any never given its cases
+                worker.close()
 
 
 def _head_errors(states: dict, names: list[str]) -> list[str]:
@@ -162,13 +168,15 @@ def _not_measured(entry) -> dict | None:
 
 
 def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
-                 log: Callable[[str], None], probes: dict[str, ArmProbe] | None = None
-                 ) -> GateResult:
+                 log: Callable[[str], None], probes: dict[str, ArmProbe] | None = None,
+                 started: dict | None = None) -> GateResult:
     """The gate on two prepared arms: the report starts with both arms
     (tree, commit, dirty or not, Python, torch, PyG); each case is measured,
     new (the base lacks it), removed (the head lacks it: fails), n/a (a
     declared "cannot here" in an arm) or failed (the head cannot measure it:
-    fails; the base cannot: reported, not compared)."""
+    fails; the base cannot: reported, not compared). :obj:`started`: the
+    arms' first workers, already running (:func:`~gnnperf.gate.arms.start_probed`:
+    work workers when the work gate runs, else the first timing pair)."""
     probes = probes or {name: arm_runner.probe(arm) for name, arm in arms.items()}
     names = [case.name for case in cases]
     report: dict = {"arms": {name: probe.to_dict() for name, probe in probes.items()},
@@ -181,7 +189,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
     measured: set[str] = set()
     if options.work_gate:
         log(f"work metrics of {len(cases)} benchmarks in both arms ...")
-        work = arm_runner.run_work(arms, cases)
+        work = arm_runner.run_work(arms, cases, started)
         for arm, entries in work.items():
             for case, entry in zip(names, entries):
                 if _not_measured(entry):
@@ -211,7 +219,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         start = time.perf_counter()
         before = set(_head_errors(states, names))
         samples = time_gate(arms, [c for c in cases if c.name not in states], options,
-                            states, log)
+                            states, log, None if options.work_gate else started)
         verdicts = [decide(s, options.threshold, options.alpha) for s in samples]
         measured |= {v.case for v in verdicts}
         report["time"] = {"samples": [asdict(s) for s in samples],
@@ -267,27 +275,28 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
 
 
 def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,
-              states: dict, log: Callable[[str], None] = lambda msg: None
-              ) -> list[TimeSamples]:
+              states: dict, log: Callable[[str], None] = lambda msg: None,
+              started: dict | None = None) -> list[TimeSamples]:
     """Interleaved timing of :obj:`cases` in the ``base`` and ``head`` arms,
     as samples per case (on the gate's clock, the other one beside).
     Adaptive: a case whose verdict is inconclusive after
     :obj:`options.processes` pairs (:func:`~gnnperf.gate.stats.inconclusive`)
     is timed in one more pair at a time, alone, until it is decided or has
     :attr:`~GateOptions.budget` pairs, as Swift's benchmark driver re-runs
-    its suspicious subset. A case an arm cannot time goes into :obj:`states`."""
+    its suspicious subset. A case an arm cannot time goes into :obj:`states`.
+    :obj:`started`: the first pair's workers, already running."""
     start = time.perf_counter()
 
-    def timed(subset: list[Case], pairs: int, first_set: int, steps=None):
+    def timed(subset: list[Case], pairs: int, first_set: int, steps=None, started=None):
         return arm_runner.run_arms(
             arms, subset, pairs, options.rounds, options.sample_ms, pin_cpus=options.pin_cpus,
-            first_set=first_set, steps=steps, states=states,
+            first_set=first_set, steps=steps, states=states, started=started,
             progress=lambda i, n: log(f"  pair {i} done ({time.perf_counter() - start:.0f} s)"))
 
     other = "wall" if options.clock == "cpu" else "cpu"
     if not cases:
         return []
-    steps, times = timed(cases, options.processes, 0)
+    steps, times = timed(cases, options.processes, 0, started=started)
     samples: dict[str, TimeSamples] = {}
     block = {}
     for case, n in zip(cases, steps):

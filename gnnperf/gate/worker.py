@@ -1,7 +1,11 @@
 """A gate worker: one process measuring one arm (a tree under one Python).
 
 Run by path, never imported: ``python worker.py --mode time|work --tree T
---instrument DIR --cases JSON``. gnnperf comes from the arm's tree (put first
+--instrument DIR --cases JSON`` (or ``--probe NAMES`` instead of ``--cases``:
+the worker first prints ``{"probe": ...}``, what :func:`probe` finds of the
+arm, and reads ``{"cases": [...]}`` or ``{"quit": true}`` from stdin, so the
+gate's first workers are also its probes; ``--mode probe`` prints the probe
+alone). gnnperf comes from the arm's tree (put first
 on ``sys.path``); the instrument (``case.py`` and ``workcount.py``) from the
 head checkout's ``gnnperf`` folder :obj:`DIR`, loaded by path, so both arms are
 built, warmed and measured by the same code. Only the standard library and
@@ -156,13 +160,58 @@ def serve_time(args: argparse.Namespace) -> None:
         print(json.dumps({"wall": wall / steps, "cpu": cpu / steps}), flush=True)
 
 
+def probe(tree: str, names: list[str]) -> dict:
+    """What the arm is: its Python, torch and PyG versions, its registry's
+    standard variants and, per name asked about, the registry's spelling
+    (``None``: unknown there)."""
+    sys.path.insert(0, str(Path(tree).resolve()))
+    import torch
+    import torch_geometric
+    from gnnperf.variants import get_variant
+    try:
+        from gnnperf.variants import standard_variants
+        standard = list(standard_variants())
+    except ImportError:  # trees before the live registry list
+        from gnnperf.variants import STANDARD_VARIANTS as standard
+    known = {}
+    for name in names:
+        try:
+            known[name] = get_variant(name).name
+        except Exception:  # noqa: BLE001 -- unknown, or a registry that cannot say
+            known[name] = None
+    return {"python": sys.version.split()[0], "torch": torch.__version__,
+            "torch_geometric": torch_geometric.__version__,
+            "standard_variants": list(standard), "known": known}
+
+
+def probe_then_read_cases(args: argparse.Namespace) -> bool:
+    """Reports the arm's :func:`probe` (one line), then reads its cases from
+    stdin (``{"cases": [...]}``); ``False`` when told to quit instead (a
+    name neither arm knows: nothing is measured)."""
+    print(json.dumps({"probe": probe(args.tree, json.loads(args.probe))}), flush=True)
+    line = sys.stdin.readline()
+    request = json.loads(line) if line.strip() else {"quit": True}
+    if request.get("quit"):
+        return False
+    args.cases = json.dumps(request["cases"])
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=("time", "work"), required=True)
+    parser.add_argument("--mode", choices=("time", "work", "probe"), required=True)
     parser.add_argument("--tree", required=True)
     parser.add_argument("--instrument", required=True)
-    parser.add_argument("--cases", required=True)
+    parser.add_argument("--cases", default="[]",
+                        help="JSON list of cases; with --probe they come on stdin after it")
+    parser.add_argument("--probe", default=None,
+                        help="JSON list of names: first report the arm (see probe())")
     args = parser.parse_args()
+    if args.mode == "probe":
+        print(json.dumps(probe(args.tree, json.loads(args.probe or "[]"))))
+        return
+    if args.probe is not None and not probe_then_read_cases(args):
+        return
     (work if args.mode == "work" else serve_time)(args)
 
 
