@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -263,7 +264,9 @@ def test_a_fault_in_a_timed_step_fails_that_case_of_the_time_gate(tmp_path, caps
     assert code == 1, out
     line = next(line for line in out.splitlines() if "time gate" in line)
     assert "FAILED" in line and f"baseline@{SMALL}" in line and f"sparse@{SMALL}" in line
-    assert "non-finite loss (nan) in steps 6-" in out
+    # The block holds one step where the rough step time was over 8 ms (a
+    # loaded machine), else several: either way it starts at step 6.
+    assert re.search(r"non-finite loss \(nan\) in (step 6;|steps 6-)", out), out
     assert "injected crash in step 6 (in step 6)" in out
     assert next(line for line in out.splitlines() if line.startswith(f"amp@{SMALL}"))
 

@@ -151,15 +151,19 @@ class ProbedWorker:
 
     def close(self) -> None:
         """Stops a worker that was never given its cases (no-op otherwise)."""
-        if self.given:
-            return
-        try:
-            self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+        if not self.given:
+            _quit(self.proc)
+
+
+def _quit(proc: subprocess.Popen) -> None:
+    """Asks a worker waiting on stdin to quit; kills it if it does not."""
+    try:
+        proc.stdin.write(json.dumps({"quit": True}) + "\n")
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
 
 
 def start_probed(mode: str, arms: dict[str, Arm], names: list[str]
@@ -281,13 +285,7 @@ class TimeWorker:
         return self.read()
 
     def close(self) -> None:
-        try:
-            self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+        _quit(self.proc)
 
 
 def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
