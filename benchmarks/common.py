@@ -278,7 +278,9 @@ def device() -> torch.device:
     forks every benchmark from: ``torch.cuda.device_count`` asks NVML and
     leaves no CUDA context behind, where ``torch.cuda.is_available`` would
     initialise the driver and poison every forked child (torch's note on
-    fork poisoning)."""
+    fork poisoning). Where NVML cannot load, ``device_count`` falls back to
+    the driver itself, and forkserver is then unsafe on that runner: use
+    ``--launch-method spawn`` there."""
     name = os.environ.get(DEVICE_ENV, "auto")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.device_count() > 0 else "cpu")

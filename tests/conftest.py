@@ -7,8 +7,9 @@ here works in one process and across two:
   gnnperf``): each distinct graph compiles cold once per checkout, then loads
   from the cache (measured here: ``compiled`` on Cora 26 s cold, 1.0 s
   from the cache);
-- tests that start two ranks share one xdist group
-  (:data:`MULTIPROCESS_GROUP`): two of them never run at once on the two
+- tests that start two ranks share one xdist group (``TWO_RANKS`` in
+  test_distributed.py, a marker on each test: xdist reads the groups before
+  a conftest hook could add them): two of them never run at once on the two
   cores (the asv smoke run, the longest test, runs beside them: its own
   ranks are a few seconds of it);
 - each standard variant trains once per run (:func:`trained`), whichever
@@ -21,17 +22,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
-# Tests that launch 2 ranks: one at a time (an xdist group runs on one
-# worker, in order).
-MULTIPROCESS_GROUP = "multiprocess"
-MULTIPROCESS_TESTS = (
-    "tests/test_distributed.py::test_two_ranks",
-    "tests/test_distributed.py::test_the_rank_that_failed_first",
-    "tests/test_distributed.py::test_a_failing_rank",
-    "tests/test_distributed.py::test_saint_ddp",
-    "tests/test_distributed.py::test_torchrun",
-)
 
 # The one training of every standard variant that the variant, doctor and
 # CLI tests share: Cora, seed 0, the doctor's 2 warm-up epochs. At 30 epochs
@@ -51,12 +41,6 @@ def pytest_configure(config):
                   else Path(config.rootpath) / ".pytest_cache" / "torchinductor")
         folder.mkdir(parents=True, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.nodeid.startswith(MULTIPROCESS_TESTS):
-            item.add_marker(pytest.mark.xdist_group(MULTIPROCESS_GROUP))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -120,11 +104,14 @@ def trained(tmp_path_factory, cora):
 
 @pytest.fixture
 def reuse_trained(trained, monkeypatch):
-    """Makes :func:`gnnperf.measure.measure_variant` answer a call the
-    :func:`trained` fixture already made (a standard variant, bundled Cora,
-    its epochs, warm-up and seed, default options, CPU) from that training,
-    so the doctor and ``gnnperf run`` tests go through their real code paths
-    without training the registry again. Any other call trains for real."""
+    """Makes :func:`gnnperf.measure.measure_variant` answer a call like the
+    one the :func:`trained` fixture made (a standard variant, the bundled
+    Cora by name and source, its epochs, warm-up and seed, default options,
+    CPU) from that training, so the doctor and ``gnnperf run`` tests go
+    through their real code paths without training the registry again. Any
+    other call trains for real. It does not see process state (threads, a
+    monkeypatched technique): a test that changes those must not use it.
+    ``.hits`` lists the variants it answered."""
     import gnnperf.measure
     from gnnperf.variants import TrainConfig, standard_variants
 
@@ -140,8 +127,11 @@ def reuse_trained(trained, monkeypatch):
             for _ in range(config.epochs):
                 if on_epoch is not None:
                     on_epoch()
+            measure_variant.hits.append(variant)
             return trained(variant)
         return real(variant, data, config, device, warmup_epochs, on_epoch)
+
+    measure_variant.hits = []
 
     monkeypatch.setattr(gnnperf.measure, "measure_variant", measure_variant)
     return measure_variant

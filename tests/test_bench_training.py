@@ -4,7 +4,9 @@ Cora and a small synthetic graph, grouped by variant.
 The ordinary test run (``--benchmark-disable`` in pyproject's addopts) runs
 each step once, untimed, and checks the work metrics; the timed run is::
 
-    pytest tests/test_bench_training.py --benchmark-enable --benchmark-json bench.json
+    pytest -n 0 tests/test_bench_training.py --benchmark-enable --benchmark-json bench.json
+
+(``-n 0``: one process; pytest-benchmark switches itself off under xdist.)
 
 Each benchmark's ``extra_info`` holds the exact work metrics of one step
 (:mod:`gnnperf.workcount`: ATen ops, FLOPs, profiled ops, bytes allocated,

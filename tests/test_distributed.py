@@ -18,6 +18,9 @@ from gnnperf.errors import GnnperfError
 from gnnperf.variants import TrainConfig, get_variant
 
 ROOT = Path(__file__).resolve().parents[1]
+# Tests that start two ranks run one at a time on one xdist worker (the
+# machines have two cores), beside the other worker's tests.
+TWO_RANKS = pytest.mark.xdist_group("two-ranks")
 
 
 def _train_params(variant: str, steps: int) -> dict:
@@ -38,6 +41,7 @@ def _train_params(variant: str, steps: int) -> dict:
         torch.distributed.destroy_process_group()
 
 
+@TWO_RANKS
 def test_two_ranks_equal_one_process_on_all_train_nodes(cora):
     # Cora's 140 training nodes: 70 a rank; DDP averages the two mean-loss
     # gradients, which is the gradient of the mean over all 140.
@@ -102,6 +106,7 @@ def _fail_late_or_echo() -> None:
     raise RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:3970")
 
 
+@TWO_RANKS
 def test_the_rank_that_failed_first_is_named_though_its_echo_exits_sooner():
     start = time.monotonic()
     with pytest.raises(GnnperfError) as info:
@@ -111,6 +116,7 @@ def test_the_rank_that_failed_first_is_named_though_its_echo_exits_sooner():
     assert time.monotonic() - start < 25  # rank 1 stopped, not waited for
 
 
+@TWO_RANKS
 def test_a_failing_rank_ends_the_run_quickly_with_one_line(tmp_path):
     marker = f"GNNPERF_TEST_MARKER={uuid.uuid4().hex}"
     out = tmp_path / "out.json"
@@ -144,6 +150,7 @@ def _two_ranks(tmp_path, variant: str, epochs: int):
     return proc, json.loads(out.read_text())["results"][0]
 
 
+@TWO_RANKS
 def test_two_ranks_report_world_size_efficiency_and_allreduce(tmp_path):
     proc, result = _two_ranks(tmp_path, "sampled+ddp", 6)
     assert "scaling eff. (strong)" in proc.stdout
@@ -154,6 +161,7 @@ def test_two_ranks_report_world_size_efficiency_and_allreduce(tmp_path):
     assert extra["allreduce_ms_per_step"] > 0 and 0 < extra["allreduce_share"] < 1
 
 
+@TWO_RANKS
 def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
     # Each rank pre-samples on its own (seed + rank) until 99.9% of the edges
     # were drawn, so their pre-sample counts may differ; their steps must not
@@ -164,6 +172,7 @@ def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
     assert all(loss == loss and loss < 10 for loss in result["losses"])
 
 
+@TWO_RANKS
 def test_torchrun_two_nodes_on_loopback_train_together(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

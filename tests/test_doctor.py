@@ -26,6 +26,7 @@ def test_doctor_on_cpu_passes_and_skips_the_cuda_checks(tmp_path, capsys, monkey
     monkeypatch.setattr(gnnperf.doctor, "AMP_EPOCHS", TRAINED_EPOCHS)
     out = tmp_path / "doctor.json"
     assert main(["doctor", "--device", "cpu", "--json", str(out)]) == 0
+    assert set(standard_variants()) <= set(reuse_trained.hits)
     printed = capsys.readouterr().out
     report = json.loads(out.read_text())
     status = {check["name"]: check["status"] for check in report["checks"]}
@@ -78,7 +79,9 @@ def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cor
     from gnnperf.variants import TrainConfig
     config = TrainConfig(epochs=TRAINED_EPOCHS)
     shortcut = gnnperf.measure.measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
+    assert reuse_trained.hits == ["sampled"]  # answered from the shared training
     real = real_measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
     assert shortcut.losses == real.losses and shortcut.test_acc == real.test_acc
     other = gnnperf.measure.measure_variant("sampled", cora, TrainConfig(epochs=4), "cpu", 2)
+    assert reuse_trained.hits == ["sampled"]  # trained for real
     assert len(other.losses) == 4 and other.losses == real.losses[:4]

@@ -87,6 +87,22 @@ def test_time_gate_runs_end_to_end_and_writes_its_table(tree_copies, tmp_path):
     assert "| same |" in (tmp_path / "t.md").read_text()
 
 
+def test_environment_arms_run_one_tree_under_two_interpreters(tmp_path):
+    # Another venv would hold other releases; a wrapper stands in for it here.
+    wrapper = tmp_path / "venv-b" / "bin" / "python"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    out = tmp_path / "env.json"
+    result = _gnnperf("gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
+                      "--base-python", str(wrapper), "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    arms = json.loads(out.read_text())["arms"]
+    assert arms["base"]["tree"] == arms["head"]["tree"] == str(ROOT)
+    assert arms["base"]["interpreter"] == str(wrapper)
+    assert arms["head"]["interpreter"] == sys.executable
+
+
 def _one_line_errors(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith("gnnperf:")]
 

@@ -135,18 +135,30 @@ class ProbedWorker:
         self.given = False
 
     def read_probe(self) -> ArmProbe:
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait()
-            raise _registry_error(self.arm, self.proc.stderr.read())
-        return _arm_probe(self.arm, json.loads(line)["probe"])
+        while True:  # the first JSON line with the probe (an import may print first)
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait()
+                raise _registry_error(self.arm, self.proc.stderr.read())
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(reply, dict) and "probe" in reply:
+                return _arm_probe(self.arm, reply["probe"])
 
     def give(self, cases: list[Case]) -> subprocess.Popen:
         """Hands :obj:`cases` over; the process then works as any worker."""
         payload = [json.loads(case.to_json()) for case in cases]
-        self.proc.stdin.write(json.dumps({"cases": payload}) + "\n")
-        self.proc.stdin.flush()
         self.given = True
+        try:
+            self.proc.stdin.write(json.dumps({"cases": payload}) + "\n")
+            self.proc.stdin.flush()
+        except OSError:  # it died after its probe
+            self.proc.kill()
+            self.proc.wait()
+            raise GnnperfError(f"a worker of {self.arm.describe()} died: "
+                               f"{_last_line(self.proc.stderr.read())}") from None
         return self.proc
 
     def close(self) -> None:
@@ -235,10 +247,17 @@ def run_work(arms: dict[str, Arm], cases: list[Case],
     an arm cannot measure is ``{"status": ..., "reason": ...}``
     (see :mod:`gnnperf.gate.worker`). :obj:`started`: work workers already
     running (:func:`start_probed`), given the cases here."""
-    procs = {name: started[name].give(cases) if started else
-             subprocess.Popen(_worker_cmd("work", arm, cases), env=worker_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for name, arm in arms.items()}
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for name, arm in arms.items():
+            procs[name] = started[name].give(cases) if started else subprocess.Popen(
+                _worker_cmd("work", arm, cases), env=worker_env(), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+    except BaseException:  # one arm's worker died: stop the other
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+        raise
     results = {}
     for name, proc in procs.items():
         stdout, stderr = proc.communicate()
@@ -321,8 +340,10 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     for proc_set in range(first_set, first_set + processes):
         first = started if started and proc_set == first_set else {}
-        workers = {name: TimeWorker(arm, cases, first.get(name)) for name, arm in arms.items()}
+        workers: dict[str, TimeWorker] = {}
         try:
+            for name, arm in arms.items():  # in the try: a failed start closes the others
+                workers[name] = TimeWorker(arm, cases, first.get(name))
             ready = {name: w.ready() for name, w in workers.items()}
             step_s = {name: r[0] for name, r in ready.items()}
             for name, (_, case_states) in ready.items():
