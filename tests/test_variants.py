@@ -157,6 +157,7 @@ def test_the_accuracy_checks_catch_a_broken_variant(trained, cora, monkeypatch, 
     monkeypatch.setitem(TECHNIQUES, broken.name, broken)
     result = measure_variant(broken.name, cora, TrainConfig(epochs=TRAINED_EPOCHS), CPU,
                              TRAINED_WARMUP)
+    _seed_accuracy[broken.name, 0] = result.test_acc  # seed 0 of the five-seed mean
     with pytest.raises(AssertionError):
         check_reaches_accuracy(result)
     with pytest.raises(AssertionError):

@@ -110,9 +110,8 @@ def _registry_error(arm: Arm, stderr: str) -> GnnperfError:
 
 def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
     """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
-    proc = subprocess.run([arm.python, str(WORKER), "--mode", "probe", "--tree", str(arm.tree),
-                           "--instrument", str(INSTRUMENT), "--probe", json.dumps(list(names))],
-                          capture_output=True, text=True, env=worker_env())
+    proc = subprocess.run(_worker_cmd("probe", arm, probe_names=names), capture_output=True,
+                          text=True, env=worker_env())
     if proc.returncode != 0:
         raise _registry_error(arm, proc.stderr)
     return _arm_probe(arm, json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -120,18 +119,14 @@ def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
 
 class ProbedWorker:
     """A work or time worker started before its cases are known: it reports
-    its arm's :class:`ArmProbe` first (:attr:`probe`), then takes the cases
-    (:meth:`give`) or is told to quit (:meth:`close`). The gate's first
+    its arm's :class:`ArmProbe` first (:meth:`read_probe`), then takes the
+    cases (:meth:`give`) or is told to quit (:meth:`close`). The gate's first
     workers are so its probes: two interpreter starts fewer per gate run
     (about 5 s each on 2 cores)."""
 
     def __init__(self, mode: str, arm: Arm, names: list[str]) -> None:
         self.arm = arm
-        self.proc = subprocess.Popen(
-            [arm.python, str(WORKER), "--mode", mode, "--tree", str(arm.tree),
-             "--instrument", str(INSTRUMENT), "--probe", json.dumps(list(names))],
-            env=worker_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = _serving(_worker_cmd(mode, arm, probe_names=names))
         self.given = False
 
     def read_probe(self) -> ArmProbe:
@@ -149,10 +144,9 @@ class ProbedWorker:
 
     def give(self, cases: list[Case]) -> subprocess.Popen:
         """Hands :obj:`cases` over; the process then works as any worker."""
-        payload = [json.loads(case.to_json()) for case in cases]
         self.given = True
         try:
-            self.proc.stdin.write(json.dumps({"cases": payload}) + "\n")
+            self.proc.stdin.write(json.dumps({"cases": _cases_json(cases)}) + "\n")
             self.proc.stdin.flush()
         except OSError:  # it died after its probe
             self.proc.kill()
@@ -225,10 +219,25 @@ def worker_env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
 
 
-def _worker_cmd(mode: str, arm: Arm, cases: list[Case]) -> list[str]:
-    payload = json.dumps([json.loads(case.to_json()) for case in cases])
+def _cases_json(cases: list[Case]) -> list[dict]:
+    return [json.loads(case.to_json()) for case in cases]
+
+
+def _worker_cmd(mode: str, arm: Arm, cases: list[Case] = (),
+                probe_names: list[str] | None = None) -> list[str]:
+    """``worker.py`` in :obj:`arm`'s interpreter: with :obj:`probe_names` it
+    reports the arm first and takes its cases on stdin."""
+    what = (["--probe", json.dumps(list(probe_names))] if probe_names is not None
+            else ["--cases", json.dumps(_cases_json(cases))])
     return [arm.python, str(WORKER), "--mode", mode, "--tree", str(arm.tree),
-            "--instrument", str(INSTRUMENT), "--cases", payload]
+            "--instrument", str(INSTRUMENT), *what]
+
+
+def _serving(cmd: list[str]) -> subprocess.Popen:
+    """A worker that reads requests on stdin and answers a line each."""
+    return subprocess.Popen(cmd, env=worker_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1)
 
 
 def resolve_commit(ref: str, repo: Path | str = ".") -> str:
@@ -279,9 +288,8 @@ class TimeWorker:
     def __init__(self, arm: Arm, cases: list[Case], started: ProbedWorker | None = None
                  ) -> None:
         self.arm = arm
-        self.proc = started.give(cases) if started is not None else subprocess.Popen(
-            _worker_cmd("time", arm, cases), env=worker_env(), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = (started.give(cases) if started is not None
+                     else _serving(_worker_cmd("time", arm, cases)))
 
     def read(self) -> dict:
         line = self.proc.stdout.readline()
