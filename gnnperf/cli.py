@@ -173,7 +173,7 @@ def run_command(args: argparse.Namespace) -> int:
     rank0 = True
     if torchrun:  # every rank runs this command; rank 0 alone prints and writes
         device = distributed.rank_device(device)
-        shard = distributed.init_from_env(backend)
+        shard = distributed.init_from_env(backend, device)
         rank0 = shard.rank == 0
         if not rank0:
             sys.stdout = sys.stderr = open(os.devnull, "w")

@@ -52,8 +52,14 @@ def launched_by_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
-def init_from_env(backend: str) -> Shard:
-    """Joins the process group described by torchrun's environment."""
+def init_from_env(backend: str, device: torch.device | None = None) -> Shard:
+    """Joins the process group described by torchrun's environment. On a
+    CUDA :obj:`device` (this rank's, :func:`rank_device`) it is made the
+    current device first: NCCL binds each rank's communicator, and its
+    object collectives (:func:`gather_to_rank0`), to the current device,
+    which is otherwise cuda:0 on every rank (two ranks on one GPU, or a hang)."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.set_device(device)
     if not dist.is_initialized():
         try:
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
@@ -265,7 +271,7 @@ def _measure_rank(variant: str, dataset: str, root: str | None, config, device_n
     from gnnperf.measure import measure_variant, resolve_device, set_threads
 
     device = rank_device(resolve_device(device_name))
-    init_from_env(resolve_backend(backend, device))
+    init_from_env(resolve_backend(backend, device), device)
     try:
         set_threads(threads)
         data = load_dataset(dataset, root, seed=config.seed)

@@ -185,7 +185,7 @@ def test_user_datasets_show_numbers_or_na(tmp_path):
             assert math.isnan(value), f"{dataset} {variant} should be n/a"
         else:
             assert value > 0, f"{dataset} {variant} should be a number"
-    assert {d for d, _ in values} == {"'synthetic-cora'", repr(str(good)), repr(str(missing))}
+    assert {d for d, _ in values} == {"'cora'", repr(str(good)), repr(str(missing))}
     assert {v for _, v in values} == {repr(v) for v in VARIANTS_OF_A_GRAPH.split(",")}
 
 

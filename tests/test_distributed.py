@@ -59,6 +59,29 @@ def test_two_ranks_equal_one_process_on_all_train_nodes(cora):
     assert len(rank1) == 70 and rank1 < set(cora.train_mask.nonzero().view(-1).tolist())
 
 
+def test_a_cuda_rank_takes_its_own_gpu_before_joining_the_group(monkeypatch):
+    # NCCL binds a rank's communicator and its object collectives to the
+    # current device: set after init_process_group (or never), every rank
+    # would use cuda:0. The set-up's calls, in order, with a recording group.
+    calls, joined = [], []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device",
+                                                                            str(device))))
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: bool(joined))
+
+    def init_process_group(backend, **kwargs):
+        calls.append(("init_process_group", backend))
+        joined.append(backend)
+    monkeypatch.setattr(torch.distributed, "init_process_group", init_process_group)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda: joined[0])
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    device = distributed.rank_device(torch.device("cuda"))
+    shard = distributed.init_from_env(distributed.resolve_backend("auto", device), device)
+    assert calls == [("set_device", "cuda:1"), ("init_process_group", "nccl")]
+    assert shard == Shard(1, 2, "nccl")
+
+
 @pytest.mark.parametrize("num_seeds, batch_size, world", [(140, 32, 2), (1001, 128, 3), (5, 8, 2)])
 def test_sharded_batches_cover_every_seed_once_with_equal_steps(num_seeds, batch_size, world):
     samplers = [ShardedBatches(num_seeds, batch_size, Shard(rank, world, "gloo"), seed=7)

@@ -77,6 +77,25 @@ def test_amp_close_to_full_precision(trained):
     assert trained("amp").extra["amp_dtype"] == "bfloat16"
 
 
+def test_amp_picks_fp16_only_where_bf16_would_be_emulated(monkeypatch):
+    from gnnperf.variants.amp import amp_dtype, amp_dtype_for
+    bf16, fp16 = torch.bfloat16, torch.float16
+    # P100, V100, T4 emulate bf16; A100, A10/RTX 30xx, L4/RTX 40xx, H100/H200, B200 have it.
+    table = {(6, 0): fp16, (7, 0): fp16, (7, 5): fp16, (8, 0): bf16, (8, 6): bf16,
+             (8, 9): bf16, (9, 0): bf16, (10, 0): bf16, None: bf16}
+    assert {capability: amp_dtype_for(capability) for capability in table} == table
+    # The run's device is asked, not the current one: cuda:1 is a T4 beside
+    # an A100 (cuda:0); torch's is_bf16_supported() says True for both.
+    capabilities = {0: (8, 0), 1: (7, 5)}
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability",
+                        lambda device=None: capabilities[torch.device(device or "cuda:0").index])
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    assert amp_dtype(torch.device("cuda:1")) == fp16
+    assert amp_dtype(torch.device("cuda:0")) == bf16
+    assert amp_dtype(torch.device("cpu")) == bf16
+
+
 def test_checkpointing_recomputes_the_same_training(trained):
     # The dropout RNG state is replayed on recomputation, so nothing changes.
     assert trained("checkpointed").losses == pytest.approx(trained("baseline").losses, rel=1e-5)

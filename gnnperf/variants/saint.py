@@ -91,7 +91,9 @@ class Saint(Technique):
         if shard is not None and shard.world_size > 1:
             # Every rank must take as many steps (DDP all-reduces in each):
             # the largest count, an epoch's work then split across the ranks.
-            count = torch.tensor([math.ceil(steps / shard.world_size)])
+            # NCCL reduces device tensors only; gloo, host ones.
+            where = run.device if shard.backend == "nccl" else torch.device("cpu")
+            count = torch.tensor([math.ceil(steps / shard.world_size)], device=where)
             torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
             steps = int(count)
         run.stats["saint_steps_per_epoch"] = steps
