@@ -4,6 +4,7 @@ throughput. Returns dataclasses and never prints."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import statistics
 import time
@@ -79,9 +80,11 @@ class VariantResult:
         epoch_time (Timing): Steady-state epoch times (after warm-up).
         first_epoch_s (float): The first epoch, including compilation.
         step_peak_bytes (int): Peak memory of a training step: CUDA allocated
-            bytes on GPUs (:obj:`torch.cuda.max_memory_allocated`, data and
-            model included); on CPU the peak of torch tensors allocated by the
-            step above its start (profiler memory events).
+            bytes on GPUs (:obj:`torch.cuda.max_memory_allocated`, this run's
+            data and model included, above what the process held before the
+            run was built: earlier variants' leftovers are freed first and
+            the rest excluded); on CPU the peak of torch tensors allocated by
+            the step above its start (profiler memory events).
         cuda_peak_bytes (int): The CUDA figure; :obj:`None` on CPU runs.
         setup_seconds (dict): One-off work before training, by name
             (``partition``, ``presample``), apart from the epochs.
@@ -142,14 +145,35 @@ class _EpochCounter:
         self.losses: list[float] = []
 
 
-def step_peak_bytes(step: Callable[[], object], device: torch.device) -> int | None:
-    """Peak memory of one call of :obj:`step`, reset before it."""
+def release_memory(device: torch.device) -> None:
+    """Frees what earlier runs in this process left before the next one is
+    built: their reference cycles (the closures of the sampled, saint,
+    compiled and offload runs are freed by the collector only), Dynamo's
+    compiled code and the CUDA caching allocator's free blocks."""
+    gc.collect()
+    torch.compiler.reset()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def held_bytes(device: torch.device) -> int:
+    """Device memory allocated now (CUDA; 0 on CPU, whose step peak is taken
+    above each step's start): what a later peak is reported above."""
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+
+
+def step_peak_bytes(step: Callable[[], object], device: torch.device, held: int = 0
+                    ) -> int | None:
+    """Peak memory of one call of :obj:`step`, reset before it; on CUDA the
+    allocated peak less :obj:`held`, what the process held before this run
+    was built (:func:`held_bytes`)."""
     if device.type == "cuda":
         synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         step()
         synchronize(device)
-        return torch.cuda.max_memory_allocated(device)
+        return torch.cuda.max_memory_allocated(device) - held
     return measure_cpu_peak(step)
 
 
@@ -212,9 +236,13 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
     spec = get_variant(variant)
+    # An earlier variant's graph, model and optimiser state must not count
+    # in this one's peak: freed first, and what is still held subtracted.
+    release_memory(device)
+    held = held_bytes(device)
     run = spec.build(data, config, device)
     counter = _EpochCounter()
-    timeline = MemoryTimeline(str(device))
+    timeline = MemoryTimeline(str(device), held_bytes=held)
     monitor, monitor_note = GpuMonitor.for_device(device)
     step_peaks: list[int] = []
 
@@ -227,7 +255,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
             if epoch == warmup_epochs - 1:
                 # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
                 _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
-                    step_peak_bytes(step, device)), timeline=timeline)
+                    step_peak_bytes(step, device, held)), timeline=timeline)
             else:
                 # The GPU monitor samples the timed (steady) epochs only.
                 watching = monitor.active() if monitor and epoch >= warmup_epochs \

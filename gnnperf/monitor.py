@@ -137,9 +137,11 @@ class MemoryTimeline:
     (``VmHWM``, reset before it by writing 5 to ``/proc/self/clear_refs``:
     14 us, and the read of ``/proc/self/status`` 9 us, measured here). Both
     are process-wide: the dataset, the interpreter and heap memory an
-    earlier variant left to glibc are included.
+    earlier variant left to glibc are included; the CUDA figures are above
+    :obj:`held_bytes`, what the process held before the run was built.
     """
     device: str
+    held_bytes: int = 0
     allocated_bytes: list[int] = field(default_factory=list)
     step_peak_bytes: list[int] = field(default_factory=list)
     rss_bytes: list[int] = field(default_factory=list)
@@ -165,8 +167,9 @@ class MemoryTimeline:
 
     def after_step(self) -> None:
         if self._cuda:
-            self.allocated_bytes.append(torch.cuda.memory_allocated(self.device))
-            self.step_peak_bytes.append(torch.cuda.max_memory_allocated(self.device))
+            held = self.held_bytes
+            self.allocated_bytes.append(torch.cuda.memory_allocated(self.device) - held)
+            self.step_peak_bytes.append(torch.cuda.max_memory_allocated(self.device) - held)
         elif self._status is not None:
             fields = {}
             for line in os.pread(self._status, 8192, 0).split(b"\n"):
@@ -183,6 +186,7 @@ class MemoryTimeline:
         self._status = self._clear_refs = None
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "allocated_bytes": self.allocated_bytes or None,
+        return {"device": self.device, "held_bytes": self.held_bytes,
+                "allocated_bytes": self.allocated_bytes or None,
                 "step_peak_bytes": self.step_peak_bytes or None,
                 "rss_bytes": self.rss_bytes or None}
