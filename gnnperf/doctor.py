@@ -168,8 +168,12 @@ class Doctor:
         from gnnperf.variants.amp import amp_dtype
         # Stated here from the hardware, not asked of the code under test:
         # native bf16 from compute capability 8.0 (Ampere) on.
-        native_bf16 = (not self.cuda or torch.version.hip is not None
-                       or torch.cuda.get_device_capability(self.device)[0] >= 8)
+        if not self.cuda:
+            native_bf16 = True
+        elif torch.version.hip:  # ROCm: no capability rule; torch's own answer, no emulation
+            native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+        else:
+            native_bf16 = torch.cuda.get_device_capability(self.device)[0] >= 8
         expected = torch.bfloat16 if native_bf16 else torch.float16
         chosen = amp_dtype(self.device)
         run = get_variant("amp").build(self.cora, TrainConfig(), self.device)

@@ -173,7 +173,7 @@ def step_peak_bytes(step: Callable[[], object], device: torch.device, held: int 
         torch.cuda.reset_peak_memory_stats(device)
         step()
         synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - held
+        return max(torch.cuda.max_memory_allocated(device) - held, 0)
     return measure_cpu_peak(step)
 
 
@@ -311,7 +311,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         first_epoch_s=first_epoch_s,
         step_peak_bytes=max(step_peaks) if step_peaks else None,
         cuda_peak_bytes=cuda_peak,
-        memory_method=("cuda max_memory_allocated" if device.type == "cuda"
+        memory_method=("cuda max_memory_allocated above what was held before the build"
+                       if device.type == "cuda"
                        else "torch CPU allocations above step start (profiler)"),
         test_acc=accuracy["test"],
         val_acc=accuracy["val"],

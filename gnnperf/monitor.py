@@ -168,8 +168,9 @@ class MemoryTimeline:
     def after_step(self) -> None:
         if self._cuda:
             held = self.held_bytes
-            self.allocated_bytes.append(torch.cuda.memory_allocated(self.device) - held)
-            self.step_peak_bytes.append(torch.cuda.max_memory_allocated(self.device) - held)
+            self.allocated_bytes.append(max(torch.cuda.memory_allocated(self.device) - held, 0))
+            self.step_peak_bytes.append(
+                max(torch.cuda.max_memory_allocated(self.device) - held, 0))
         elif self._status is not None:
             fields = {}
             for line in os.pread(self._status, 8192, 0).split(b"\n"):

@@ -239,3 +239,39 @@ def test_spyglass_compares_one_commit_across_two_environments(tmp_path):
             for line in out.stdout.splitlines() if "time_train_step(" in line}
     assert rows == {"training.TrainStep.time_train_step('cora', 'baseline')": "1.25",
                     "training.TrainStep.time_train_step('cora', 'sampled')": "1"}
+
+
+def test_one_comparison_cache_feeds_both_ratio_classes_and_isolates_a_failure(monkeypatch):
+    """``fast_paths.comparisons_cache`` keys every figure the two classes read
+    (each class's ``figure_key``), and a run that fails is found alone: a
+    broken tutorial step fails the tutorial's ratio only, never the
+    technique's."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import common, fast_paths
+
+    calls = []
+
+    def compare(data, variant, hidden, references):
+        calls.append((variant, tuple(references)))
+        if fast_paths.TUTORIAL in references and variant == "sparse":
+            raise RuntimeError("a broken tutorial step beside sparse")
+        return {ref: {"time_ratio": 1.0, "memory_ratio": 1.0, "error_delta": 0.0}
+                for ref in references}
+    monkeypatch.setattr(fast_paths, "compare", compare)
+    monkeypatch.setattr(common, "training_datasets_cache", lambda self: {})
+    monkeypatch.setattr(common, "dataset", lambda graphs, name: None)
+    figures = fast_paths.comparisons_cache(None)
+
+    technique, tutorial = fast_paths.TechniqueRatio(), fast_paths.TutorialRatio()
+    for params in itertools.product(*fast_paths.TechniqueRatio.params):
+        entry = figures[technique.figure_key(*params)]
+        assert entry["time_ratio"] == 1.0, (params, entry)
+    for params in itertools.product(*fast_paths.TutorialRatio.params):
+        entry = figures[tutorial.figure_key(*params)]
+        if params[1] == "sparse":
+            assert "broken tutorial step" in entry["error"], entry
+        else:
+            assert entry["time_ratio"] == 1.0, (params, entry)
+    # Built once per variant where it works; the failing pair measured apart.
+    assert calls.count(("sparse", ("baseline", fast_paths.TUTORIAL))) == 1
+    assert ("sparse", ("baseline",)) in calls and ("sparse", (fast_paths.TUTORIAL,)) in calls

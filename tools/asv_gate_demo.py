@@ -201,7 +201,7 @@ def main() -> int:
         base_url = f"http://127.0.0.1:{port}/index.html"
         graph = args.out / "graph.png"
         checks["screenshot of a benchmark graph"] = screenshot(
-            f"{base_url}#{BENCH}?p-dataset=%27synthetic-cora%27", graph)
+            f"{base_url}#{BENCH}?p-dataset=%27cora%27", graph)
         checks["screenshot of the Regressions tab"] = screenshot(
             f"{base_url}#/regressions", args.out / "regressions.png")
     finally:
