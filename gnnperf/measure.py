@@ -149,7 +149,9 @@ def release_memory(device: torch.device) -> None:
     """Frees what earlier runs in this process left before the next one is
     built: their reference cycles (the closures of the sampled, saint,
     compiled and offload runs are freed by the collector only), Dynamo's
-    compiled code and the CUDA caching allocator's free blocks."""
+    compiled code and the CUDA caching allocator's free blocks. A compiled
+    run built before this call recompiles at its next step (no caller keeps
+    one across :func:`measure_variant`)."""
     gc.collect()
     torch.compiler.reset()
     if device.type == "cuda":
