@@ -63,7 +63,9 @@ def compare(data, variant: str, hidden: int, references: list[str]) -> dict[str,
 def _peak_above_start(step_peak_bytes, step, dev) -> int | None:
     """A step's peak above what was allocated at its start, on either device:
     on CUDA the other runs built beside it stay resident, and would dilute
-    the ratio (the CPU probe is above the step's start already)."""
+    the ratio (the CPU probe is above the step's start already). The
+    subtraction is the suite's, not ``step_peak_bytes``'s ``held`` argument
+    (gnnperf.measure.held_bytes): older benchmarked commits lack both."""
     held = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
     peak = step_peak_bytes(step, dev)
     return None if peak is None else max(peak - held, 0)
