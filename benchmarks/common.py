@@ -302,6 +302,28 @@ def synchronize(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
+def cuda_step_peak_mib(prep, dev: torch.device) -> float:
+    """MiB of ``torch.cuda.max_memory_allocated`` over the next step of
+    :obj:`prep`, the peak reset before it (model, data and one batch)."""
+    synchronize(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    prep.synced_step()
+    return torch.cuda.max_memory_allocated(dev) / 2**20
+
+
+def warm_device(dev: torch.device) -> None:
+    """The device's one-off first use (on CUDA the context and the cuBLAS and
+    cuSPARSE handles, hundreds of MiB of host RSS) before anything is
+    measured, so a ``peakmem_`` floor and the benchmarks above it hold the
+    same; on a commit without :func:`gnnperf.measure.warm_device`, a CUDA
+    context at least."""
+    try:
+        gnnperf_name("measure.warm_device")(dev)
+    except NotImplementedError:
+        if dev.type == "cuda":
+            torch.ones(1, device=dev).sum().item()
+
+
 def gnnperf_name(what: str):
     """``gnnperf.<module>.<name>`` or :class:`NotImplementedError` on a commit that lacks it."""
     module, _, name = what.rpartition(".")
@@ -500,6 +522,7 @@ def prepared(cache: dict, key: str, variant_name: str, warm: bool = True):
         variant(variant_name)  # n/a where this commit lacks it
         data = dataset(cache, key)
         _RUNS.clear()
+        warm_device(device())  # the device's first use is no step's cost
         with unavailable_as_na():
             _RUNS[ident] = CASES.prepare(case(key, variant_name, 1 if warm else 0), data,
                                          fixed_batch=False)

@@ -33,29 +33,44 @@ def _fits(world: int) -> str:
 
 
 def scaling_cache(self):
-    """Each variant on one rank, then on each larger world (efficiency
-    against that one-rank epoch)."""
+    """Every variant on one rank, then on each larger world (efficiency
+    against that one-rank epoch): one launch per world for all variants
+    (a launch is most of a quick measurement), and where that launch fails
+    one per variant, so a failing variant fails only its own figures."""
     try:
-        measure = common.gnnperf_name("distributed.measure_data_parallel")
+        single = common.gnnperf_name("distributed.measure_data_parallel")
     except NotImplementedError as exc:
         return {"n/a": str(exc)}
-    figures = {}
-    for variant in DataParallel.params[0]:
-        one = None
-        for world in DataParallel.params[1]:
-            key = f"{variant}|{world}"
-            if _fits(world):
-                figures[key] = {"n/a": _fits(world)}
-                continue
-            outcome = common.measured_or_reason(lambda: {"result": measure(
-                variant, world, DATASET, None, common.train_config(epochs=EPOCHS),
-                str(common.device()), 3, common.THREADS, "auto", one_rank_epoch_s=one)})
+    try:
+        many = common.gnnperf_name("distributed.measure_data_parallel_many")
+    except NotImplementedError:  # an older commit: a launch per variant
+        many = None
+    variants, figures, one = DataParallel.params[0], {}, {}
+    config = common.train_config(epochs=EPOCHS)
+    launch_args = (DATASET, None, config, str(common.device()), 3, common.THREADS, "auto")
+    for world in DataParallel.params[1]:
+        if _fits(world):
+            figures.update({f"{variant}|{world}": {"n/a": _fits(world)} for variant in variants})
+            continue
+        outcomes = {}
+        if many is not None and len(variants) > 1:
+            together = common.measured_or_reason(lambda: {"results": many(
+                variants, world, *launch_args,
+                one_rank_epoch_s=dict(one) if world > 1 and set(one) >= set(variants) else None)})
+            if "results" in together:
+                outcomes = {variant: {"result": result}
+                            for variant, result in together["results"].items()}
+        for variant in variants:
+            if variant not in outcomes:
+                outcomes[variant] = common.measured_or_reason(lambda: {"result": single(
+                    variant, world, *launch_args, one_rank_epoch_s=one.get(variant))})
+            outcome, key = outcomes[variant], f"{variant}|{world}"
             if "result" not in outcome:  # a rank failed (error) or cannot here (n/a)
                 figures[key] = outcome
                 continue
             result = outcome["result"]
             if world == 1:
-                one = result.epoch_time.median
+                one[variant] = result.epoch_time.median
             figures[key] = {
                 "step_ms": result.epoch_time.median * 1e3 / max(result.steps_per_epoch, 1),
                 "efficiency": result.extra["scaling_efficiency"]}

@@ -30,6 +30,8 @@ class ScalingStep(_PerSize):
 
 
 class ScalingMemory(_PerSize):
+    """The process's RSS high-water mark over one epoch's steps (on a GPU
+    runner the host side only: :class:`ScalingCudaMemory` is the device's)."""
 
     def make(self, cache, edges, variant):
         self.prep = common.prepared(cache, edges, variant, warm=False)
@@ -37,3 +39,18 @@ class ScalingMemory(_PerSize):
     def peakmem_step(self, cache, edges, variant):
         for _ in range(len(self.prep.batches)):
             self.prep.synced_step()
+
+
+class ScalingCudaMemory(_PerSize):
+    """``torch.cuda.max_memory_allocated`` over one warm step (model and data
+    included); n/a on machines without CUDA."""
+
+    needs_cuda = True
+
+    def make(self, cache, edges, variant):
+        self.prep = common.prepared(cache, edges, variant, warm=True)
+
+    def track_cuda_peak_mib(self, cache, edges, variant):
+        return common.cuda_step_peak_mib(self.prep, self.device)
+
+    track_cuda_peak_mib.unit = "MiB"

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-
-import torch
+import time
 
 from . import common
 from .common import PROFILE, VARIANTS
@@ -60,10 +59,7 @@ class CudaStepMemory(_PerVariant):
         self.prep = common.prepared(cache, dataset, variant, warm=True)
 
     def track_cuda_peak_mib(self, cache, dataset, variant):
-        common.synchronize(self.device)
-        torch.cuda.reset_peak_memory_stats(self.device)
-        self.prep.synced_step()
-        return torch.cuda.max_memory_allocated(self.device) / 2**20
+        return common.cuda_step_peak_mib(self.prep, self.device)
 
     track_cuda_peak_mib.unit = "MiB"
 
@@ -149,8 +145,17 @@ class _OffloadEpoch(common.Benchmark):
         try:
             with monitor.active() if monitor is not None else contextlib.nullcontext():
                 common.timed_epoch(run, dev)
+                # A Cora epoch takes milliseconds on a large GPU: the monitor
+                # watches more epochs until it has enough samples (a minute at most).
+                enough = getattr(monitor, "figures", None)
+                deadline = time.perf_counter() + 60
+                while (enough is not None and enough()[0] is None
+                       and time.perf_counter() < deadline):
+                    common.timed_epoch(run, dev)
             if monitor is not None:
-                self.util = monitor.summary().get("gpu_util_pct")
+                figures, note = monitor.figures() if enough else (monitor.summary(), "")
+                self.util = (figures or {}).get("gpu_util_pct")
+                self.monitor_note = note or self.monitor_note
         finally:
             if monitor is not None:
                 monitor.close()

@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--saint-coverage", type=float, default=defaults.saint_coverage,
                      help="saint: pre-sample until this many x num_nodes nodes were drawn, "
                           "for the normalisation (default: %(default)s)")
+    run.add_argument("--amp-dtype", default=defaults.amp_dtype,
+                     help="amp: auto (bf16 where the device has it natively, else fp16 with "
+                          "a gradient scaler), bf16 or fp16 (default: %(default)s)")
     run.add_argument("--saint-norm", default=defaults.saint_norm,
                      help="saint: aggregation normalisation, paper (Zeng et al.: C_v / C_uv, v "
                           "the aggregating node) or pyg (PyG's C_u / C_uv, u the source) "
@@ -136,6 +139,7 @@ def run_command(args: argparse.Namespace) -> int:
                          batch_size=args.batch_size, sampler=args.sampler,
                          saint_roots=args.saint_roots, saint_walk_length=args.saint_walk_length,
                          saint_coverage=args.saint_coverage, saint_norm=args.saint_norm,
+                         amp_dtype=args.amp_dtype,
                          saint_seen_edges=args.saint_seen_edges,
                          saint_min_count=args.saint_min_count,
                          saint_max_coverage=args.saint_max_coverage,
@@ -185,12 +189,27 @@ def run_command(args: argparse.Namespace) -> int:
     # Local ranks share this machine's threads.
     rank_threads = max(1, args.threads // args.world_size)
 
+    # Local ranks measure every ddp variant of the run in one launch (a
+    # launch costs seconds); if that launch fails, each variant gets its own,
+    # so one failing variant leaves the others' results.
+    local_group = [name for name in variants
+                   if get_variant(name).data_parallel and args.world_size > 1]
+    launched: dict = {}
+
     def measure(name: str):
         data_parallel = get_variant(name).data_parallel
-        if data_parallel and args.world_size > 1:  # local ranks, launched per variant
-            result = distributed.measure_data_parallel(
-                name, args.world_size, args.dataset, args.root, config, str(device),
-                args.warmup, rank_threads, args.backend)
+        if data_parallel and args.world_size > 1:  # local ranks
+            launch_args = (args.world_size, args.dataset, args.root, config, str(device),
+                           args.warmup, rank_threads, args.backend)
+            if len(local_group) > 1 and name == local_group[0]:
+                try:
+                    launched.update(distributed.measure_data_parallel_many(local_group,
+                                                                           *launch_args))
+                except GnnperfError as exc:
+                    progress.write(f"the {len(local_group)} ddp variants' launch failed "
+                                   f"({exc}); each gets its own", file=sys.stderr)
+            result = launched.pop(name, None) or distributed.measure_data_parallel(
+                name, *launch_args)
             progress.update(args.epochs)
             return result
         result = measure_variant(name, data, config, device, args.warmup,

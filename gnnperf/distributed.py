@@ -225,26 +225,65 @@ class ShardedBatches:
 
 
 class AllReduceTimer:
-    """A DDP communication hook: the default all-reduce, timed from its
-    start to its completion (it overlaps the backward pass, so the sum is an
-    upper bound of the time communication adds to a step)."""
+    r"""A DDP communication hook: the default all-reduce, timed from the
+    moment DDP hands a bucket over to the all-reduce's completion, summed
+    over buckets (they overlap the backward pass, so the sum is an upper
+    bound of the time communication adds to a step).
 
-    def __init__(self) -> None:
-        self.seconds = 0.0
+    On gloo (CPU) the bucket's future completes when the all-reduce has, so
+    the host clock times it. On NCCL the future completes as soon as the
+    work is queued (a host clock would read about 0): there a CUDA event is
+    recorded on the current stream as the bucket is handed over and one in
+    the completion callback, whose stream waits for NCCL's work (CUDA
+    futures synchronise a callback's streams with the work's events); the
+    events are read after the run (:attr:`seconds`), never in a step.
+    Unverified on a GPU so far (docs/gpu-runner.md).
+
+    Args:
+        device (torch.device, optional): This rank's device.
+        event_factory (callable, optional): Makes a timing event (a stand-in
+            for :class:`torch.cuda.Event` in tests).
+    """
+
+    def __init__(self, device: torch.device | None = None,
+                 event_factory: Callable[[], Any] | None = None) -> None:
+        self.cuda = device is not None and device.type == "cuda"
+        self._event = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
+        self._host_seconds = 0.0
+        self._events: list[tuple[Any, Any]] = []
         self.steps = 0
 
     def hook(self, process_group, bucket):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-        start = time.perf_counter()
         last = bucket.is_last()  # one step's last bucket
+        if self.cuda:
+            start = self._event()
+            start.record()
+        else:
+            start = time.perf_counter()
         future = allreduce_hook(process_group, bucket)
 
         def done(fut):
-            self.seconds += time.perf_counter() - start
+            if self.cuda:  # on a stream that waited for the all-reduce
+                end = self._event()
+                end.record()
+                self._events.append((start, end))
+            else:
+                self._host_seconds += time.perf_counter() - start
             self.steps += last
             return fut.value()[0]
         return future.then(done)
+
+    @property
+    def seconds(self) -> float:
+        """All-reduce seconds so far (on CUDA waits for the recorded events)."""
+        if self._events:
+            self._events[-1][1].synchronize()
+            self._host_seconds += sum(start.elapsed_time(end)
+                                      for start, end in self._events) / 1e3
+            self._events.clear()
+        return self._host_seconds
 
 
 def gather_to_rank0(obj: Any) -> list[Any] | None:
@@ -264,9 +303,10 @@ def rank_device(device: torch.device) -> torch.device:
     return device
 
 
-def _measure_rank(variant: str, dataset: str, root: str | None, config, device_name: str,
-                  warmup: int, threads: int, backend: str):
-    """One launched rank: join the group, load the graph, measure."""
+def _measure_rank(variants: tuple[str, ...], dataset: str, root: str | None, config,
+                  device_name: str, warmup: int, threads: int, backend: str) -> dict:
+    """One launched rank: join the group, load the graph once, measure each
+    variant in turn (variant -> result)."""
     from gnnperf.data import load_dataset
     from gnnperf.measure import measure_variant, resolve_device, set_threads
 
@@ -275,7 +315,8 @@ def _measure_rank(variant: str, dataset: str, root: str | None, config, device_n
     try:
         set_threads(threads)
         data = load_dataset(dataset, root, seed=config.seed)
-        return measure_variant(variant, data, config, device, warmup)
+        return {variant: measure_variant(variant, data, config, device, warmup)
+                for variant in variants}
     finally:
         dist.destroy_process_group()
 
@@ -293,13 +334,16 @@ def combine_ranks(results: list, reference_epoch_s: float | None = None):
     seeds = sum(r.seed_nodes_per_s * r.epoch_time.median for r in results)
     edges = (sum(r.sampled_edges_per_s * r.epoch_time.median for r in results)
              if results[0].sampled_edges_per_s is not None else None)
-    allreduce_ms = max(r.extra.get("allreduce_ms_per_step", 0.0) for r in results)
+    # A rank without the figure leaves it n/a, never 0.
+    per_rank_ms = [r.extra.get("allreduce_ms_per_step") for r in results]
+    allreduce_ms = None if None in per_rank_ms else max(per_rank_ms)
     steps = results[0].steps_per_epoch
     extra = {**results[0].extra,
              "world_size": world,
              "per_rank_epoch_ms": [r.epoch_time.median * 1e3 for r in results],
              "allreduce_ms_per_step": allreduce_ms,
-             "allreduce_share": allreduce_ms * 1e-3 * steps / seconds if seconds else None,
+             "allreduce_share": (allreduce_ms * 1e-3 * steps / seconds
+                                 if seconds and allreduce_ms is not None else None),
              "scaling": "strong: each epoch's work fixed, split across ranks",
              "scaling_efficiency": (reference_epoch_s / (world * seconds)
                                     if reference_epoch_s and seconds else None),
@@ -311,17 +355,35 @@ def combine_ranks(results: list, reference_epoch_s: float | None = None):
                                extra=extra)
 
 
+def measure_data_parallel_many(variants: list[str], world_size: int, dataset: str,
+                               root: str | None, config, device_name: str, warmup: int,
+                               threads: int, backend: str = "auto",
+                               one_rank_epoch_s: dict[str, float] | None = None) -> dict:
+    """Measures each of :obj:`variants` on the same :obj:`world_size` local
+    ranks, one after the other (a rank's start, torch's import and the
+    group's set-up, is paid once: about 5 s per launch on 2 CPU cores, more
+    with CUDA's), and unless :obj:`one_rank_epoch_s` gives each one's, on
+    one rank launched alike for the scaling efficiency; variant -> result.
+    A rank that fails fails them all (:func:`launch`): measure the variants
+    one by one to keep the others' results."""
+    args = (tuple(variants), dataset, root, config, device_name, warmup, threads, backend)
+    ranks = launch(world_size, _measure_rank, *args)
+    per_variant = {variant: [ranks[rank][variant] for rank in sorted(ranks)]
+                   for variant in variants}
+    if world_size == 1:
+        one_rank_epoch_s = {variant: results[0].epoch_time.median
+                            for variant, results in per_variant.items()}
+    elif one_rank_epoch_s is None:
+        one = launch(1, _measure_rank, *args)[0]
+        one_rank_epoch_s = {variant: one[variant].epoch_time.median for variant in variants}
+    return {variant: combine_ranks(results, one_rank_epoch_s[variant])
+            for variant, results in per_variant.items()}
+
+
 def measure_data_parallel(variant: str, world_size: int, dataset: str, root: str | None,
                           config, device_name: str, warmup: int, threads: int,
                           backend: str = "auto", one_rank_epoch_s: float | None = None):
-    """Measures :obj:`variant` on :obj:`world_size` local ranks and, unless
-    :obj:`one_rank_epoch_s` is given, on one rank (launched alike) for the
-    scaling efficiency."""
-    args = (variant, dataset, root, config, device_name, warmup, threads, backend)
-    ranks = launch(world_size, _measure_rank, *args)
-    results = [ranks[rank] for rank in sorted(ranks)]
-    if world_size == 1:
-        one_rank_epoch_s = results[0].epoch_time.median
-    elif one_rank_epoch_s is None:
-        one_rank_epoch_s = launch(1, _measure_rank, *args)[0].epoch_time.median
-    return combine_ranks(results, one_rank_epoch_s)
+    """:func:`measure_data_parallel_many` of one variant."""
+    return measure_data_parallel_many(
+        [variant], world_size, dataset, root, config, device_name, warmup, threads, backend,
+        None if one_rank_epoch_s is None else {variant: one_rank_epoch_s})[variant]

@@ -78,7 +78,14 @@ class VariantResult:
 
     Args:
         epoch_time (Timing): Steady-state epoch times (after warm-up).
-        first_epoch_s (float): The first epoch, including compilation.
+        first_epoch_s (float): The first epoch, compilation included, the
+            device's first-use costs not (:obj:`device_warmup_s`).
+        device_warmup_s (float): The device's one-off first-use costs paid
+            before the build (:func:`warm_device`): CUDA context and library
+            handles, reported apart from the first epoch.
+        compile_s (float): For compiled runs, what the first epoch took
+            beyond a steady one (compilation, and this run's own first
+            kernel loads); :obj:`None` for eager runs.
         step_peak_bytes (int): Peak memory of a training step: CUDA allocated
             bytes on GPUs (:obj:`torch.cuda.max_memory_allocated`, this run's
             data and model included, above what the process held before the
@@ -91,8 +98,10 @@ class VariantResult:
         memory_timeline (dict): Memory after every training step of the run
             (:class:`~gnnperf.monitor.MemoryTimeline`).
         gpu_monitor (dict): NVML mean and max of GPU utilisation, memory
-            used, power and SM clock over the timed epochs; :obj:`None`
-            (with the reason in :obj:`gpu_monitor_note`) without a GPU or NVML.
+            used, power and SM clock over the timed epochs, with the sample
+            count and the window; :obj:`None` (with the reason in
+            :obj:`gpu_monitor_note`) without a GPU or NVML, or with too few
+            samples (:meth:`~gnnperf.monitor.GpuMonitor.figures`).
         chance_acc (float): What guessing the test nodes' most frequent class
             scores (:func:`chance_level`).
         at_chance (bool): The test accuracy is not above chance by two
@@ -125,6 +134,8 @@ class VariantResult:
     extra: dict = field(default_factory=dict)
     chance_acc: float | None = None
     at_chance: bool = False
+    device_warmup_s: float | None = None
+    compile_s: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -157,6 +168,26 @@ def release_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
+
+
+def warm_device(device: torch.device) -> float:
+    """Seconds of the device's one-off first-use costs, paid here and not in
+    a variant's first epoch: on CUDA the context, the cuBLAS and cuSPARSE
+    handles (a dense and a sparse matmul, forward and backward) and the
+    caching allocator's first blocks; on CPU the same ops (oneDNN's and the
+    thread pool's first use). Cheap once paid: later calls in the process
+    take milliseconds."""
+    start = time.perf_counter()
+    # Constants, not random draws: the global generator stays where it was.
+    weight = torch.full((64, 64), 0.5, device=device, requires_grad=True)
+    index = torch.arange(64, device=device)
+    adjacency = torch.sparse_coo_tensor(torch.stack([index, index.flip(0)]),
+                                        torch.ones(64, device=device), (64, 64),
+                                        check_invariants=False)
+    out = torch.sparse.mm(adjacency, torch.ones(64, 64, device=device) @ weight)
+    out.index_add(0, index, out).sum().backward()
+    synchronize(device)
+    return time.perf_counter() - start
 
 
 def held_bytes(device: torch.device) -> int:
@@ -238,6 +269,9 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
     spec = get_variant(variant)
+    # The device's first-use costs are paid (and reported) before the first
+    # epoch, which then holds compilation and this run's own first use.
+    device_warmup_s = warm_device(device)
     # An earlier variant's graph, model and optimiser state must not count
     # in this one's peak: freed first, and what is still held subtracted.
     release_memory(device)
@@ -295,6 +329,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         if monitor is not None:
             monitor.close()
 
+    gpu_figures, monitor_note = (monitor.figures() if monitor is not None
+                                 else (None, monitor_note))
     chance, chance_bound = chance_level(data)
     steady_epochs = len(epoch_times)
     steps, seeds, edges = (now - before for now, before in
@@ -328,11 +364,14 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         recompiles=(compile_counter.graphs - graphs_after_first) if compile_counter else None,
         setup_seconds=dict(run.setup_seconds),
         memory_timeline=timeline.to_dict(),
-        gpu_monitor=monitor.summary() if monitor is not None else None,
+        gpu_monitor=gpu_figures,
         gpu_monitor_note=monitor_note,
         extra=dict(run.stats),
         chance_acc=chance,
         at_chance=accuracy["test"] <= chance_bound,
+        device_warmup_s=device_warmup_s,
+        compile_s=(max(first_epoch_s - timing.median, 0.0) if compile_counter is not None
+                   else None),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,12 @@ import torch
 # 20 samples a second: about 4 NVML calls of ~10-50 us each per sample, well
 # under 0.5% of one core, while a 24 ms Cora epoch still gets a sample.
 DEFAULT_INTERVAL_S = 0.05
+# NVML's utilisation is the share of its own sample period (1/6 s to 1 s,
+# by GPU) in which a kernel ran, so samples over less than a second of
+# timed epochs repeat one or two driver readings: fewer than this many
+# samples, or a shorter window, and the figures are n/a with that reason.
+MIN_SAMPLES = 10
+MIN_WINDOW_S = 1.0
 METRICS = ("gpu_util_pct", "gpu_memory_used_mib", "gpu_power_w", "gpu_sm_clock_mhz")
 
 
@@ -44,6 +51,8 @@ class GpuMonitor:
     def __init__(self, nvml: Any, handle: Any, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.nvml, self.handle, self.interval_s = nvml, handle, interval_s
         self.samples: dict[str, list[float]] = {name: [] for name in METRICS}
+        self._window_done = 0.0  # seconds of finished active periods
+        self._active_since: float | None = None
         self._active = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gnnperf-nvml", daemon=True)
@@ -60,13 +69,20 @@ class GpuMonitor:
             return None, "nvidia-ml-py not installed (pip install 'gnnperf[gpu]')"
         try:
             nvml.nvmlInit()
+        except Exception as exc:  # NVMLError: no driver, no permission
+            return None, f"NVML unavailable ({type(exc).__name__}: {exc})"
+        try:
             index = device.index if device.index is not None else torch.cuda.current_device()
             # NVML counts every GPU, CUDA only the visible ones: match by UUID.
             uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
             handle = (nvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}") if uuid is not None
                       else nvml.nvmlDeviceGetHandleByIndex(index))
-        except Exception as exc:  # NVMLError: no driver, no permission
-            return None, f"NVML unavailable ({type(exc).__name__}: {exc})"
+        except Exception as exc:  # no handle for this GPU: release NVML again
+            try:
+                nvml.nvmlShutdown()
+            except Exception:
+                pass
+            return None, f"NVML has no handle for {device} ({type(exc).__name__}: {exc})"
         return cls(nvml, handle, interval_s), ""
 
     def sample_once(self) -> None:
@@ -94,7 +110,7 @@ class GpuMonitor:
 
     def active(self) -> "_Active":
         """Context in which the thread samples (the timed epochs)."""
-        return _Active(self._active)
+        return _Active(self)
 
     def close(self) -> None:
         self._stop.set()
@@ -107,21 +123,43 @@ class GpuMonitor:
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Mean and max per metric over the samples taken (metrics never read
-        are left out: n/a, not 0)."""
+        are left out: n/a, not 0), whatever their number: :meth:`figures`
+        is what a report shows."""
         return {name: {"mean": statistics.fmean(values), "max": max(values),
                        "samples": len(values)}
                 for name, values in self.samples.items() if values}
 
+    @property
+    def window_s(self) -> float:
+        """Seconds spent active so far (the timed epochs), the current one included."""
+        since = self._active_since
+        return self._window_done + (time.perf_counter() - since if since is not None else 0.0)
 
-@dataclass
+    def figures(self) -> tuple[dict | None, str]:
+        """The summary and "" when at least :data:`MIN_SAMPLES` samples over
+        :data:`MIN_WINDOW_S` seconds were taken; else :obj:`None` and why."""
+        taken = max((len(values) for values in self.samples.values()), default=0)
+        if taken < MIN_SAMPLES or self.window_s < MIN_WINDOW_S:
+            return None, (f"NVML sampled {taken} times over {self.window_s:.2f} s of timed "
+                          f"epochs; at least {MIN_SAMPLES} samples over {MIN_WINDOW_S:g} s are "
+                          f"needed (NVML's utilisation is a share of its own 1/6-1 s sample "
+                          f"period): raise --epochs")
+        return {**self.summary(), "window_s": self.window_s}, ""
+
+
 class _Active:
-    event: threading.Event
+    def __init__(self, monitor: GpuMonitor) -> None:
+        self.monitor = monitor
 
     def __enter__(self) -> None:
-        self.event.set()
+        self.monitor._active_since = time.perf_counter()
+        self.monitor._active.set()
 
     def __exit__(self, *exc) -> None:
-        self.event.clear()
+        monitor = self.monitor
+        monitor._active.clear()
+        monitor._window_done += time.perf_counter() - monitor._active_since
+        monitor._active_since = None
 
 
 @dataclass

@@ -37,6 +37,8 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "epoch_ms": r.epoch_time.median * 1e3,
             "spread_pct": r.epoch_time.spread * 100,
             "first_epoch_s": r.first_epoch_s,
+            "compile_s": r.compile_s,
+            "device_warmup_s": r.device_warmup_s,
             "setup_s": sum(r.setup_seconds.values()) if r.setup_seconds else None,
             "setup": "+".join(r.setup_seconds),
             "peak_mib": None if r.step_peak_bytes is None else r.step_peak_bytes / MIB,

@@ -133,17 +133,18 @@ class VectorizedNeighborSampler(BaseSampler):
                 frontier, frontier_start = new, num_total
                 num_total += new.numel()
         finally:
-            node = torch.cat(node_parts)
-            local.index_put_((node,), torch.tensor(-1, dtype=index_dtype, device=self.device))
+            node = torch.cat(node_parts).long()
+            local.index_fill_(0, node, -1)  # a scalar: no blocking host-to-device copy
         edge = torch.cat(edge_parts).long() if self.edge_ids else None
-        return (node.long(), torch.cat(row_parts).long(), torch.cat(col_parts).long(), edge,
+        return (node, torch.cat(row_parts).long(), torch.cat(col_parts).long(), edge,
                 nodes_per_hop, edges_per_hop)
 
     def _sample_padded(self, seeds: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None,
                                                      list[int], list[int]]:
         # Every target gets `fanout` slots; a slot past its degree is invalid.
         # Per hop only torch.unique waits for the device; the edges are
-        # compacted once, after the last hop.
+        # compacted once, after the last hop, behind one more wait (the
+        # doctor checks hops + 1 on CUDA).
         local, index_dtype, device = self._local, self.index_dtype, self.device
         seeds = seeds.to(index_dtype)
         local.index_put_((seeds,), torch.arange(seeds.numel(), device=device, dtype=index_dtype))
@@ -178,12 +179,14 @@ class VectorizedNeighborSampler(BaseSampler):
                 frontier, frontier_start = new, num_total
                 num_total += new.numel()
         finally:
-            node = torch.cat(node_parts)
-            local.index_put_((node,), torch.tensor(-1, dtype=index_dtype, device=device))
-        keep = torch.cat(valids).nonzero().view(-1)
+            node = torch.cat(node_parts).long()
+            local.index_fill_(0, node, -1)  # a scalar: no blocking host-to-device copy
+        # One wait for the per-hop counts, which also size the compaction
+        # (nonzero_static needs no wait of its own, where nonzero would).
         edges_per_hop = torch.stack([v.sum() for v in valids]).tolist()
+        keep = torch.nonzero_static(torch.cat(valids), size=sum(edges_per_hop)).view(-1)
         edge = torch.cat(edges).index_select(0, keep).long() if self.edge_ids else None
-        return (node.long(), torch.cat(rows).index_select(0, keep).long(),
+        return (node, torch.cat(rows).index_select(0, keep).long(),
                 torch.cat(cols).index_select(0, keep).long(), edge, nodes_per_hop, edges_per_hop)
 
     def _new_nodes(self, neighbors: Tensor) -> Tensor:

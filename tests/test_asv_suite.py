@@ -275,3 +275,19 @@ def test_one_comparison_cache_feeds_both_ratio_classes_and_isolates_a_failure(mo
     # Built once per variant where it works; the failing pair measured apart.
     assert calls.count(("sparse", ("baseline", fast_paths.TUTORIAL))) == 1
     assert ("sparse", ("baseline",)) in calls and ("sparse", (fast_paths.TUTORIAL,)) in calls
+
+
+def test_the_peakmem_floor_holds_what_the_benchmarks_above_it_hold_on_cuda(monkeypatch):
+    # asv's peakmem_ is host RSS: on a GPU runner every training benchmark
+    # holds a CUDA context and cuBLAS/cuSPARSE handles (hundreds of MiB), so
+    # the no-op floor subtracted from them must hold them too.
+    import torch
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import common, control
+    warmed = []
+    monkeypatch.setattr(common, "device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(common, "set_threads", lambda: None)
+    monkeypatch.setattr(common, "gnnperf_name", lambda what: {
+        "measure.warm_device": lambda dev: warmed.append((what, str(dev)))}[what])
+    control.Control().setup()
+    assert warmed == [("measure.warm_device", "cuda")]

@@ -142,3 +142,41 @@ def test_timeline_sees_a_step_peak_that_is_freed_again():
     # Not a speed target: a guard that the per-step probe stays a cheap pread
     # (a subprocess or a /proc scan would be 100x this).
     assert per_read < 1e-3
+
+
+def test_too_few_samples_or_too_short_a_window_make_the_figures_na(monkeypatch):
+    # NVML's utilisation is a share of its own sample period: a handful of
+    # samples over milliseconds of epochs is no figure, and says why.
+    import gnnperf.monitor
+    monitor = GpuMonitor(fake_nvml(), "gpu0", interval_s=0.002)
+    try:
+        with monitor.active():
+            time.sleep(0.02)
+        figures, note = monitor.figures()
+        assert figures is None and "raise --epochs" in note
+        assert monitor.summary()  # the raw samples are there, just too few
+        monkeypatch.setattr(gnnperf.monitor, "MIN_WINDOW_S", 0.2)
+        with monitor.active():
+            deadline = time.monotonic() + 5
+            while (monitor.window_s < 0.25 or len(monitor.samples["gpu_util_pct"]) < 10) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.01)
+        figures, note = monitor.figures()
+    finally:
+        monitor.close()
+    assert note == "" and figures["window_s"] >= 0.2
+    assert figures["gpu_util_pct"]["samples"] >= 10
+
+
+def test_nvml_is_shut_down_when_the_gpu_has_no_handle(monkeypatch):
+    nvml = fake_nvml()
+
+    def no_such_gpu(*args):
+        raise RuntimeError("NVML_ERROR_NOT_FOUND")
+    nvml.nvmlDeviceGetHandleByIndex = nvml.nvmlDeviceGetHandleByUUID = no_such_gpu
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(uuid="0000"))
+    monitor, reason = GpuMonitor.for_device(torch.device("cuda:0"))
+    assert monitor is None and "no handle for cuda:0" in reason
+    assert nvml.calls["init"] == nvml.calls["shutdown"] == 1

@@ -1,4 +1,6 @@
 """The five variants on real Cora: accuracy, determinism, compilation."""
+import math
+
 import pytest
 import torch
 
@@ -116,6 +118,8 @@ def test_compiled_has_no_graph_breaks(trained):
     assert result.graph_breaks == 0
     assert result.compiled_graphs == 1 and result.recompiles == 0
     assert result.first_epoch_s > result.epoch_time.median  # compilation reported apart
+    assert result.compile_s == pytest.approx(result.first_epoch_s - result.epoch_time.median)
+    assert trained("baseline").compile_s is None  # eager: no compile figure, not 0
 
 
 @pytest.mark.slow
@@ -415,6 +419,36 @@ def test_offload_keeps_the_graph_on_the_host(cora):
     copier = BatchCopier(CPU)
     batch = next(iter(run.batches()))
     assert copier.to_device(batch) is batch and copier.summary() == {}
+
+
+@pytest.mark.parametrize("variant", ["sampled+offload", "sampled+trimmed+offload"])
+def test_offload_copies_each_batch_in_the_step_that_trains_on_it(cora, monkeypatch, variant):
+    # asv's step benchmarks make an epoch's batches ahead of the timed steps:
+    # the copy (and what runs after it on the device) must be in each step,
+    # or the step times batches already on the GPU and its CUDA peak holds
+    # the whole epoch of them.
+    from gnnperf.case import Case, prepare
+    from gnnperf.variants.offload import BatchCopier
+    copied = []
+    original = BatchCopier.to_device
+    monkeypatch.setattr(BatchCopier, "to_device",
+                        lambda self, batch: copied.append(batch) or original(self, batch))
+    prep = prepare(Case(variant, "cora", warmup_epochs=0), cora, fixed_batch=False)
+    assert len(prep.batches) >= 2 and copied == []
+    for steps in range(1, len(prep.batches) + 1):
+        prep.step()
+        assert len(copied) == steps and copied[-1] is prep.batches[steps - 1]
+
+
+def test_amp_fp16_forced_trains_with_its_gradient_scaler_on_cpu(cora):
+    run = get_variant("amp").build(cora, TrainConfig(amp_dtype="fp16"), CPU)
+    assert run.scaler is not None and run.stats["amp_dtype"] == "float16"
+    losses = [float(run.step(batch)) for _ in range(15) for batch in run.batches()]
+    assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0] * 0.8
+    bf16 = get_variant("amp").build(cora, TrainConfig(amp_dtype="bf16"), CPU)
+    assert bf16.scaler is None and bf16.stats["amp_dtype"] == "bfloat16"
+    with pytest.raises(GnnperfError, match="--amp-dtype must be one of auto, bf16, fp16"):
+        TrainConfig(amp_dtype="fp8").validate()
 
 
 # Sparse input features and the tutorial reference ------------------------------

@@ -44,7 +44,9 @@ class Amp(Technique):
     order = 30
 
     def apply(self, run: TrainingRun) -> None:
-        dtype = amp_dtype(run.device)
+        chosen = run.config.amp_dtype  # fp16 forced: its scaler path on any device
+        dtype = (amp_dtype(run.device) if chosen == "auto"
+                 else {"bf16": torch.bfloat16, "fp16": torch.float16}[chosen])
         run.autocast = functools.partial(torch.autocast, run.device.type, dtype=dtype)
         if dtype == torch.float16:
             run.scaler = torch.amp.GradScaler(run.device.type)

@@ -18,6 +18,9 @@ from gnnperf.errors import GnnperfError
 from gnnperf.models import GCN, LayerGraph, normalize_graph
 
 
+AMP_DTYPES = ("auto", "bf16", "fp16")
+
+
 @dataclass
 class TrainConfig:
     r"""Hyper-parameters of a training run (the PyG GCN tutorial's by default).
@@ -48,6 +51,8 @@ class TrainConfig:
         saint_max_coverage (float): ...or this many times num_nodes nodes were.
         cluster_parts (int): Cluster-GCN METIS parts.
         cluster_batch (int): Cluster-GCN parts per batch.
+        amp_dtype (str): ``amp``: ``auto`` (bf16 where native, else fp16
+            with a gradient scaler), ``bf16`` or ``fp16`` (with the scaler).
         seed (int): Seed of model, dropout, shuffling and sampling.
     """
     epochs: int = 200
@@ -78,6 +83,7 @@ class TrainConfig:
     saint_max_coverage: float = 200.0
     cluster_parts: int = 32
     cluster_batch: int = 4
+    amp_dtype: str = "auto"
     seed: int = 0
 
     def validate(self) -> None:
@@ -117,6 +123,9 @@ class TrainConfig:
                                f"got {self.cluster_parts}, {self.cluster_batch}")
         if self.seed < 0:
             raise GnnperfError(f"--seed must be >= 0, got {self.seed}")
+        if self.amp_dtype not in AMP_DTYPES:
+            raise GnnperfError(f"--amp-dtype must be one of {', '.join(AMP_DTYPES)}, "
+                               f"got {self.amp_dtype!r}")
 
     def saint_roots_for(self, num_nodes: int) -> int:
         """GraphSAINT's roots per batch on a graph of :obj:`num_nodes` nodes."""
@@ -172,7 +181,7 @@ class TrainingRun:
     r"""A model, its optimiser and its data, shaped by a variant's techniques.
 
     Techniques replace or wrap the hooks :meth:`batches`,
-    :meth:`subgraph_batch`, :attr:`graph_transform`, :attr:`forward`,
+    :meth:`subgraph_batch`, :attr:`batch_to_device`, :attr:`graph_transform`, :attr:`forward`,
     :attr:`autocast` and :attr:`scaler`; :meth:`step` and :meth:`evaluate`
     stay the same for every variant.
     """
@@ -211,6 +220,10 @@ class TrainingRun:
         # The variant's techniques (set by Variant.build), for techniques that
         # depend on what else the variant does.
         self.techniques: tuple[Technique, ...] = ()
+        # A host batch onto the device and finished there, at the start of
+        # each step (offload: the copy is part of the step it feeds); None:
+        # batches are made on the device.
+        self.batch_to_device: Callable[[Batch], Batch] | None = None
         # Called once training ends (before evaluation), e.g. to read CUDA events.
         self.on_finish: list[Callable[[], None]] = []
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
@@ -280,6 +293,8 @@ class TrainingRun:
         """One optimiser step on :obj:`batch`; returns the (detached) loss."""
         if not self.model.training:  # train() visits every submodule: 46 us a Cora step
             self.model.train()
+        if self.batch_to_device is not None:
+            batch = self.batch_to_device(batch)
         if self.compiled_step is not None:
             return self.compiled_step(batch)
         self.optimizer.zero_grad(set_to_none=True)

@@ -41,9 +41,11 @@ class Ddp(Technique):
         from torch.nn.parallel import DistributedDataParallel
 
         shard = run.shard
-        device_ids = [run.device.index or 0] if run.device.type == "cuda" else None
+        # The rank's own GPU (init_from_env made it current before the group).
+        device_ids = ([run.device.index if run.device.index is not None
+                       else torch.cuda.current_device()] if run.device.type == "cuda" else None)
         ddp = DistributedDataParallel(run.model, device_ids=device_ids)
-        timer = AllReduceTimer()
+        timer = AllReduceTimer(run.device)
         ddp.register_comm_hook(None, timer.hook)
         torch.manual_seed(run.config.seed + shard.rank)
         forward = ddp

@@ -1,0 +1,117 @@
+"""tools/gpu_check.sh, the prepared GPU check, run for its CPU part (every
+step but the CUDA-only asv one), so the script cannot rot before a GPU runs it."""
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from gnnperf import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def in_process(argv, env, timeout):
+    """Runs a step's ``python -m gnnperf ...`` through ``cli.main`` in this
+    process, so the shared trainings of conftest answer its Cora runs."""
+    assert argv[:2] == ["-m", "gnnperf"], argv
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(argv[2:])
+        except SystemExit as exc:
+            code = exc.code
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+@pytest.mark.xdist_group("two-ranks")  # its ddp step launches two ranks
+def test_the_cpu_part_runs_every_step_and_writes_both_summaries(tmp_path, reuse_trained,
+                                                                monkeypatch):
+    # Its Cora trainings at the shared fixture's epochs, as test_doctor's are.
+    import gnnperf.doctor
+    from conftest import TRAINED_EPOCHS
+    monkeypatch.setattr(gnnperf.doctor, "EPOCHS", TRAINED_EPOCHS)
+    monkeypatch.setattr(gnnperf.doctor, "AMP_EPOCHS", TRAINED_EPOCHS)
+    gpu_check = load_gpu_check()
+    out = tmp_path / "check"
+    # The large-graph step on Cora too, so both are the shared trainings: the
+    # step's code is what runs here; a real graph of its own costs 30 CPU-s
+    # (synthetic-10k: its compiled variants compile again), measured by hand
+    # (docs/gpu-runner.md: tools/gpu_check.sh --device cpu).
+    code = gpu_check.main(["--device", "cpu", "--out", str(out),
+                           "--cora-epochs", str(TRAINED_EPOCHS), "--large-graph", "cora",
+                           "--large-epochs", str(TRAINED_EPOCHS)], runner=in_process)
+    summary = json.loads((out / "gpu-check.json").read_text())
+    status = {step["name"]: step for step in summary["steps"]}
+    assert code == 0 and summary["passed"], summary
+    assert [name for name, step in status.items() if step["status"] == "skipped"] == [
+        "asv pr profile, CUDA benchmarks"]
+    assert {name for name, step in status.items() if step["status"] == "pass"} == {
+        "doctor", "variants on cora", "variants on cora (large-graph step)", "amp bf16",
+        "amp fp16", "ddp on 2 ranks"}
+    # Figures, not just a status: every comparison variant on both graphs,
+    # the forced AMP dtypes and the all-reduce share of both DDP variants.
+    from gnnperf.variants import standard_variants
+    assert set(status["variants on cora"]["figures"]) == set(standard_variants())
+    assert set(status["variants on cora (large-graph step)"]["figures"]) == set(
+        standard_variants())
+    assert status["amp fp16"]["figures"]["amp"]["amp_dtype"] == "float16"
+    assert status["amp bf16"]["figures"]["amp"]["amp_dtype"] == "bfloat16"
+    for variant in ("ddp", "sampled+ddp"):
+        assert 0 < status["ddp on 2 ranks"]["figures"][variant]["allreduce_share"] < 1
+    # What two ranks report (was test_distributed's two-rank report test).
+    assert "scaling eff. (strong)" in (out / "ddp-on-2-ranks.log").read_text()
+    ddp = json.loads((out / "ddp.json").read_text())["results"]
+    assert [result["variant"] for result in ddp] == ["ddp", "sampled+ddp"]
+    for result in ddp:
+        extra = result["extra"]
+        assert extra["world_size"] == 2 and len(extra["per_rank_epoch_ms"]) == 2
+        assert result["epoch_time"]["median"] * 1e3 == pytest.approx(
+            max(extra["per_rank_epoch_ms"]))
+        assert 0 < extra["scaling_efficiency"] < 2 and extra["one_rank_epoch_ms"] > 0
+        assert extra["allreduce_ms_per_step"] > 0
+    assert "skipped" in status["doctor"]["reason"]  # the doctor's CUDA-only checks, named
+    table = (out / "gpu-check.md").read_text()
+    assert table.startswith("# GPU check on cpu: PASSED")
+    assert "| amp fp16 | pass |" in table
+
+
+def test_a_failing_step_fails_the_check_and_the_rest_still_run(tmp_path):
+    gpu_check = load_gpu_check()
+    ran = []
+
+    def runner(argv, env, timeout):
+        ran.append(argv)
+        # The doctor "crashes" without a report; the rest exit 0 with none either.
+        return types.SimpleNamespace(returncode=1, stdout="", stderr="RuntimeError: boom")
+    out = tmp_path / "check"
+    assert gpu_check.main(["--device", "cpu", "--out", str(out)], runner=runner) == 1
+    summary = json.loads((out / "gpu-check.json").read_text())
+    assert not summary["passed"]
+    doctor = summary["steps"][0]
+    assert doctor["status"] == "fail" and "RuntimeError: boom" in doctor["reason"]
+    assert len(ran) == len(summary["steps"]) - 1  # every step ran but the CUDA-only one
+    assert "FAILED" in (out / "gpu-check.md").read_text().splitlines()[0]
+
+
+def test_cuda_on_a_cpu_machine_is_one_line_before_any_step(tmp_path, capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert load_gpu_check().main(["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "use --device cpu" in err
+    assert not os.listdir(tmp_path)

@@ -1,0 +1,350 @@
+"""One prepared check of every CUDA path of the suite on a GPU machine, in
+minutes: ``tools/gpu_check.sh [--device cuda] [--out DIR]``.
+
+Steps, each a ``python -m gnnperf`` (or ``asv``) run of its own, so a CUDA
+error in one cannot poison the next:
+
+1. ``doctor``: ``gnnperf doctor`` (synchronised timing, AMP's dtype and
+   fp16 with its gradient scaler, the sampler and its syncs, whole-step
+   compilation, offload's side-stream copy, NVML, DDP on NCCL with two GPUs,
+   the asv CUDA benchmarks, the peak-memory probe);
+2. ``variants on cora`` and ``variants on <large graph>``: every variant of
+   the comparison (``gnnperf run``): time, peak, accuracy; none may fail or
+   train to chance (``synthetic-1m``, 10^6 edges, on CUDA);
+3. ``amp bf16`` and ``amp fp16``: the two AMP branches, forced;
+4. ``ddp on 2 ranks``: ``ddp`` and ``sampled+ddp`` (NCCL with two GPUs;
+   gloo on CPU) with the all-reduce share;
+5. ``asv pr profile, CUDA benchmarks``: ``asv run --quick`` of the ``pr``
+   profile's CUDA-only benchmarks.
+
+It writes ``gpu-check.json``, ``gpu-check.md`` (a table) and each step's
+output (``<step>.log``) into ``--out``
+and exits 1 when a step failed. ``--device cpu`` runs the CPU-runnable
+parts (CUDA-only steps are skipped and named); ``tests/test_gpu_check.py``
+runs it that way, so it cannot rot. See docs/gpu-runner.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+PASS, FAIL, SKIP = "pass", "fail", "skipped"
+
+
+@dataclass
+class StepResult:
+    """One line of the summary."""
+    name: str
+    status: str
+    seconds: float = 0.0
+    figures: dict = field(default_factory=dict)
+    reason: str = ""
+    command: str = ""
+    log: str = ""  # the step's output, beside the summary
+
+
+@dataclass
+class Plan:
+    """What the steps run with: the device and the sizes for it."""
+    device: str
+    out: Path
+    cora_epochs: int
+    large_graph: str
+    large_epochs: int
+    gpus: int
+    step_timeout_s: int
+
+
+def plan_for(device: str, out: Path, cora_epochs: int | None = None,
+             large_graph: str | None = None, large_epochs: int | None = None) -> Plan:
+    """On CUDA a 10^6-edge graph and enough epochs for the accuracy to mean
+    something; on CPU the smallest sizes that still exercise every step (a
+    CPU epoch of synthetic-1m takes seconds per variant)."""
+    cuda = device.startswith("cuda")
+    gpus = 0
+    if cuda:
+        import torch
+        gpus = torch.cuda.device_count()
+    return Plan(device=device, out=out,
+                cora_epochs=cora_epochs or (50 if cuda else 20),
+                large_graph=large_graph or ("synthetic-1m" if cuda else "synthetic-10k"),
+                large_epochs=large_epochs or (10 if cuda else 6),
+                gpus=gpus, step_timeout_s=420 if cuda else 240)
+
+
+# Each step: name, CUDA-only or GPUs needed, the argv after the interpreter,
+# and what its output must show.
+@dataclass
+class Step:
+    name: str
+    argv: Callable[[Plan], list[str]]
+    judge: Callable[[Plan, "subprocess.CompletedProcess"], StepResult]
+    cuda_only: bool = False
+    gpus_needed: int = 0
+    env: dict = field(default_factory=dict)
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    kept = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])[-400:]
+
+
+def _doctor_argv(plan: Plan) -> list[str]:
+    return ["-m", "gnnperf", "doctor", "--device", plan.device,
+            "--json", str(plan.out / "doctor.json")]
+
+
+def _judge_doctor(plan: Plan, proc) -> StepResult:
+    path = plan.out / "doctor.json"
+    if not path.is_file():
+        return StepResult("doctor", FAIL, reason=f"no report (exit {proc.returncode}): "
+                                                 f"{_tail(proc.stderr or proc.stdout)}")
+    report = json.loads(path.read_text())
+    checks = report["checks"]
+    failed = [c["name"] for c in checks if c["status"] == FAIL]
+    skipped = [f"{c['name']} ({c['reason']})" for c in checks if c["status"] == SKIP]
+    figures = {c["name"]: c["figure"] for c in checks if c["figure"]}
+    figures["counts"] = {status: sum(c["status"] == status for c in checks)
+                         for status in (PASS, FAIL, SKIP)}
+    ok = proc.returncode == 0 and report["passed"] and not failed
+    reason = (f"failed: {'; '.join(failed)}" if failed else
+              f"skipped: {'; '.join(skipped)}" if skipped else "")
+    return StepResult("doctor", PASS if ok else FAIL, figures=figures, reason=reason)
+
+
+def _run_argv(json_name: str, dataset: Callable[[Plan], str], epochs: Callable[[Plan], int],
+              extra: Callable[[Plan], list[str]] = lambda plan: []) -> Callable[[Plan], list]:
+    def argv(plan: Plan) -> list[str]:
+        return ["-m", "gnnperf", "run", "--device", plan.device, "--dataset", dataset(plan),
+                "--epochs", str(epochs(plan)), "--warmup", "2", "--no-progress",
+                "--json", str(plan.out / json_name), *extra(plan)]
+    return argv
+
+
+def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | None = None
+               ) -> Callable[[Plan, object], StepResult]:
+    """A ``gnnperf run`` step passes when it exits 0, every variant it ran
+    has a result (none failed, none at chance) and :obj:`want` finds nothing
+    wrong in a result."""
+    def judge(plan: Plan, proc) -> StepResult:
+        path = plan.out / json_name
+        if not path.is_file():
+            return StepResult(name, FAIL, reason=f"no results (exit {proc.returncode}): "
+                                                 f"{_tail(proc.stderr or proc.stdout)}")
+        doc = json.loads(path.read_text())
+        problems = [f"{variant}: {error}" for variant, error in doc.get("failures", {}).items()]
+        if not doc.get("complete", False):
+            problems.append("the run stopped before every variant had run")
+        figures = {}
+        for result in doc.get("results", []):
+            variant = result["variant"]
+            peak = result.get("cuda_peak_bytes") or result.get("step_peak_bytes")
+            figures[variant] = {
+                "epoch_ms": round(result["epoch_time"]["median"] * 1e3, 3),
+                "peak_mib": None if peak is None else round(peak / 2 ** 20, 1),
+                "test_acc": round(result["test_acc"], 3),
+                **({"compile_s": round(result["compile_s"], 2)}
+                   if result.get("compile_s") is not None else {}),
+                **{key: result["extra"][key] for key in ("allreduce_share", "amp_dtype",
+                                                         "copy_ms_per_step")
+                   if result["extra"].get(key) is not None}}
+            if result.get("at_chance"):
+                problems.append(f"{variant}: test accuracy {result['test_acc']:.3f} is at chance")
+            if want is not None:
+                problems.extend(f"{variant}: {problem}" for problem in want(result))
+        if proc.returncode != 0 and not problems:
+            problems.append(f"exit {proc.returncode}: {_tail(proc.stderr or proc.stdout)}")
+        unavailable = doc.get("unavailable", {})
+        reason = "; ".join(problems) or (
+            "n/a here: " + "; ".join(f"{v} ({why})" for v, why in unavailable.items())
+            if unavailable else "")
+        return StepResult(name, FAIL if problems else PASS, figures=figures, reason=reason)
+    return judge
+
+
+def _amp_is(dtype: str) -> Callable[[dict], list[str]]:
+    def want(result: dict) -> list[str]:
+        got = result["extra"].get("amp_dtype")
+        return [] if got == dtype else [f"ran as {got}, not {dtype}"]
+    return want
+
+
+def _allreduce_share(result: dict) -> list[str]:
+    share = result["extra"].get("allreduce_share")
+    if share is None or not 0 < share < 1:
+        return [f"all-reduce share {share!r} (must be in (0, 1))"]
+    return []
+
+
+def _ddp_argv(plan: Plan) -> list[str]:
+    return ["-m", "gnnperf", "run", "--device", plan.device, "--dataset", "cora",
+            "--variants", "ddp,sampled+ddp", "--world-size", "2", "--epochs", "8",
+            "--warmup", "2", "--no-progress", "--json", str(plan.out / "ddp.json")]
+
+
+def _asv_argv(plan: Plan) -> list[str]:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    # spawn: the config's forkserver is unverified on CUDA (docs/asv.md).
+    return ["-m", "asv", "run", "--quick", "--python=same", "--launch-method", "spawn",
+            "-b", "track_cuda|Offload", "--set-commit-hash", head]
+
+
+def _judge_asv(plan: Plan, proc) -> StepResult:
+    out = proc.stdout
+    failed = proc.returncode != 0 or " failed" in out
+    na = out.count("n/a")
+    return StepResult("asv pr profile, CUDA benchmarks", FAIL if failed else PASS,
+                      figures={"n/a lines": na},
+                      reason=_tail(out, 6) if failed else "")
+
+
+def steps(plan: Plan) -> list[Step]:
+    large = f"variants on {plan.large_graph}" + (" (large-graph step)"
+                                                  if plan.large_graph == "cora" else "")
+    return [
+        Step("doctor", _doctor_argv, _judge_doctor),
+        Step("variants on cora",
+             _run_argv("variants-cora.json", lambda p: "cora", lambda p: p.cora_epochs),
+             _judge_run("variants on cora", "variants-cora.json")),
+        # A handful of epochs on a large graph measures time and memory, not
+        # accuracy: only a crash or a non-finite loss fails this step.
+        Step(large,
+             _run_argv("variants-large.json", lambda p: p.large_graph, lambda p: p.large_epochs),
+             _judge_run_no_chance(large, "variants-large.json")),
+        Step("amp bf16",
+             _run_argv("amp-bf16.json", lambda p: "cora", lambda p: p.cora_epochs,
+                       lambda p: ["--variants", "amp", "--amp-dtype", "bf16"]),
+             _judge_run("amp bf16", "amp-bf16.json", _amp_is("bfloat16"))),
+        Step("amp fp16",
+             _run_argv("amp-fp16.json", lambda p: "cora", lambda p: p.cora_epochs,
+                       lambda p: ["--variants", "amp", "--amp-dtype", "fp16"]),
+             _judge_run("amp fp16", "amp-fp16.json", _amp_is("float16"))),
+        Step("ddp on 2 ranks", _ddp_argv, _judge_run("ddp on 2 ranks", "ddp.json",
+                                                     _allreduce_share),
+             gpus_needed=2),
+        Step("asv pr profile, CUDA benchmarks", _asv_argv, _judge_asv, cuda_only=True,
+             env={"GNNPERF_ASV_PROFILE": "pr"}),
+    ]
+
+
+def _judge_run_no_chance(name: str, json_name: str):
+    inner = _judge_run(name, json_name)
+
+    def judge(plan: Plan, proc) -> StepResult:
+        result = inner(plan, proc)
+        parts = [p for p in result.reason.split("; ") if p and "is at chance" not in p]
+        result.reason = "; ".join(parts)
+        result.status = FAIL if any(not p.startswith("n/a here") for p in parts) else PASS
+        return result
+    return judge
+
+
+def run_step(step: Step, plan: Plan,
+             runner: Callable[[list[str], dict, int], object] | None = None) -> StepResult:
+    """Runs one step (skipped with its reason where this machine cannot)."""
+    cuda = plan.device.startswith("cuda")
+    if step.cuda_only and not cuda:
+        return StepResult(step.name, SKIP, reason="CUDA only; this run is on CPU")
+    if cuda and step.gpus_needed > plan.gpus:
+        return StepResult(step.name, SKIP, reason=f"needs {step.gpus_needed} GPUs; this "
+                                                  f"machine has {plan.gpus}")
+    argv = step.argv(plan)
+    env = {**os.environ, **step.env}
+    start = time.perf_counter()
+    try:
+        proc = (runner or _subprocess)(argv, env, plan.step_timeout_s)
+    except subprocess.TimeoutExpired:
+        return StepResult(step.name, FAIL, time.perf_counter() - start,
+                          reason=f"timed out after {plan.step_timeout_s} s",
+                          command=" ".join(argv))
+    seconds = time.perf_counter() - start
+    log = plan.out / (re.sub(r"[^a-z0-9]+", "-", step.name.lower()).strip("-") + ".log")
+    log.write_text(f"$ python {' '.join(argv)}\n{proc.stdout}\n{proc.stderr}")
+    result = step.judge(plan, proc)
+    result.seconds = seconds
+    result.command = "python " + " ".join(argv)
+    result.log = log.name
+    return result
+
+
+def _subprocess(argv: list[str], env: dict, timeout: int):
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def markdown(summary: dict) -> str:
+    lines = [f"# GPU check on {summary['device']}: "
+             f"{'PASSED' if summary['passed'] else 'FAILED'} in {summary['seconds']:.0f} s",
+             "", f"{summary['environment']}", "",
+             "| step | status | seconds | figures | reason |", "|---|---|---|---|---|"]
+    for step in summary["steps"]:
+        figures = "; ".join(f"{key}: {value}" for key, value in step["figures"].items())
+        lines.append(f"| {step['name']} | {step['status']} | {step['seconds']:.1f} | "
+                     f"{figures.replace('|', '/')[:1500]} | {step['reason'].replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _environment(device: str) -> str:
+    import torch
+    where = "CPU"
+    if device.startswith("cuda") and torch.cuda.is_available():
+        where = (f"{torch.cuda.get_device_name(0)} x {torch.cuda.device_count()}, "
+                 f"CUDA {torch.version.cuda}")
+    return f"torch {torch.__version__}, {where}, {os.cpu_count()} CPU cores"
+
+
+def main(argv: list[str] | None = None,
+         runner: Callable[[list[str], dict, int], object] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/gpu_check.sh", description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--out", type=Path, default=Path("gpu-check"),
+                        help="folder for gpu-check.json, gpu-check.md and each step's output")
+    parser.add_argument("--cora-epochs", type=int)
+    parser.add_argument("--large-graph")
+    parser.add_argument("--large-epochs", type=int)
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            print(f"gpu_check: --device {args.device} but this machine has no CUDA "
+                  f"(torch {torch.__version__}); use --device cpu for the CPU part",
+                  file=sys.stderr)
+            return 2
+    elif args.device != "cpu":
+        print(f"gpu_check: unknown device {args.device!r}; use cuda or cpu", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    plan = plan_for(args.device, args.out.resolve(), args.cora_epochs, args.large_graph,
+                    args.large_epochs)
+    started = time.perf_counter()
+    results = []
+    summary_path = plan.out / "gpu-check.json"
+    for step in steps(plan):
+        result = run_step(step, plan, runner)
+        results.append(result)
+        print(f"{result.status.upper():8s}{result.name} ({result.seconds:.0f} s)"
+              f"{': ' + result.reason if result.reason else ''}", flush=True)
+        summary = {"device": plan.device, "environment": _environment(plan.device),
+                   "passed": all(r.status != FAIL for r in results),
+                   "seconds": time.perf_counter() - started,
+                   "steps": [asdict(r) for r in results]}
+        # Written after every step: a step that hangs the machine loses no result.
+        summary_path.write_text(json.dumps(summary, indent=2))
+        (plan.out / "gpu-check.md").write_text(markdown(summary))
+    print(f"{'passed' if summary['passed'] else 'FAILED'} in {summary['seconds']:.0f} s; "
+          f"summary in {plan.out / 'gpu-check.md'}")
+    return 0 if summary["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
