@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     doctor.add_argument("--json", type=Path, help="write the report here")
     doctor.add_argument("--threads", type=int, default=1)
+    doctor.add_argument("--skip-asv", action="store_true",
+                        help="leave out the asv check (tools/gpu_check.sh runs asv itself)")
     from gnnperf.gate.cli import add_parsers
     add_parsers(sub)
     return parser
@@ -169,6 +171,9 @@ def run_command(args: argparse.Namespace) -> int:
         raise GnnperfError(f"--world-size {args.world_size} applies to ddp variants and none is "
                            f"given; add one (e.g. --variants {args.variants},ddp) or drop "
                            f"--world-size")
+    if config.amp_dtype != "auto" and not any(spec.uses("amp") for spec in specs):
+        raise GnnperfError(f"--amp-dtype {config.amp_dtype} applies to amp variants and none "
+                           f"is given; add one (e.g. --variants amp) or drop --amp-dtype")
     torchrun = distributed.launched_by_torchrun()
     if torchrun and args.world_size > 1:
         raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
@@ -192,8 +197,8 @@ def run_command(args: argparse.Namespace) -> int:
     # Local ranks measure every ddp variant of the run in one launch (a
     # launch costs seconds); if that launch fails, each variant gets its own,
     # so one failing variant leaves the others' results.
-    local_group = [name for name in variants
-                   if get_variant(name).data_parallel and args.world_size > 1]
+    local_group = list(dict.fromkeys(name for name in variants if get_variant(name).data_parallel
+                                     and args.world_size > 1))
     launched: dict = {}
 
     def measure(name: str):
@@ -304,16 +309,23 @@ def doctor_command(args: argparse.Namespace) -> int:
     checkout = Path(__file__).resolve().parent.parent
     start = time.perf_counter()
 
+    done = []
+
     def show(check) -> None:
         note = f"  ({check.reason})" if check.reason else ""
         print(f"{check.status.upper():7} {check.name}: {check.figure}{note}", flush=True)
+        done.append(check)
+        if args.json:  # after every check: a check that hangs loses none before it
+            report.write_atomic(args.json, json.dumps(
+                {**to_dict(done, device), "complete": False}, indent=2).encode())
 
-    checks = Doctor(device, root=checkout).run(on_check=show)
+    checks = Doctor(device, root=checkout, run_asv=not args.skip_asv).run(on_check=show)
     failed = [c for c in checks if c.status == FAIL]
     print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or skipped, "
           f"{len(failed)} failed, in {time.perf_counter() - start:.0f} s on {device}")
     if args.json:
-        report.write_atomic(args.json, json.dumps(to_dict(checks, device), indent=2).encode())
+        report.write_atomic(args.json, json.dumps(
+            {**to_dict(checks, device), "complete": True}, indent=2).encode())
     return 1 if failed else 0
 
 

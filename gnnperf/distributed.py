@@ -272,14 +272,17 @@ class AllReduceTimer:
             else:
                 self._host_seconds += time.perf_counter() - start
             self.steps += last
-            return fut.value()[0]
+            # allreduce_hook's future already holds the averaged bucket
+            # tensor, which DDP copies back into the gradients.
+            return fut.value()
         return future.then(done)
 
     @property
     def seconds(self) -> float:
         """All-reduce seconds so far (on CUDA waits for the recorded events)."""
         if self._events:
-            self._events[-1][1].synchronize()
+            for _, end in self._events:  # recorded on different streams: wait for each
+                end.synchronize()
             self._host_seconds += sum(start.elapsed_time(end)
                                       for start, end in self._events) / 1e3
             self._events.clear()

@@ -269,12 +269,17 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
     spec = get_variant(variant)
-    # The device's first-use costs are paid (and reported) before the first
-    # epoch, which then holds compilation and this run's own first use.
-    device_warmup_s = warm_device(device)
     # An earlier variant's graph, model and optimiser state must not count
     # in this one's peak: freed first, and what is still held subtracted.
     release_memory(device)
+    # The device's first-use costs are paid (and reported) before the first
+    # epoch, which then holds compilation and this run's own first use; what
+    # they keep (cuBLAS's workspace) is in what is held.
+    try:
+        device_warmup_s = warm_device(device)
+    except torch.OutOfMemoryError:
+        raise GnnperfError(f"out of memory on {device} before variant {variant} was built "
+                           f"(the device's first use): free the GPU or use another") from None
     held = held_bytes(device)
     run = spec.build(data, config, device)
     counter = _EpochCounter()

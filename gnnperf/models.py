@@ -1,9 +1,10 @@
 """The GCN, built from blocks that activation checkpointing can wrap whole."""
 from __future__ import annotations
 
+import copy
 import math
 import warnings
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -169,6 +170,20 @@ class CsrMatrix:
 
     def size(self, dim: int) -> int:
         return self.shape[dim]
+
+    def tensors(self) -> dict[str, Tensor]:
+        """Its index and value tensors by name (the transpose's included)."""
+        return {name: value for name, value in vars(self).items()
+                if isinstance(value, Tensor) and not name.startswith("_")}
+
+    def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> "CsrMatrix":
+        """A copy with :obj:`fn` of each of its tensors (e.g. moved to a
+        device: the transpose structure moves too, it is not rebuilt)."""
+        moved = copy.copy(self)
+        for name, tensor in self.tensors().items():
+            setattr(moved, name, fn(tensor))
+        moved._matrix = moved._t_matrix = None
+        return moved
 
     def __getitem__(self, rows: slice) -> "CsrMatrix":
         """The first rows (``x[:n]``, what a trimmed layer reads)."""

@@ -144,7 +144,10 @@ class GpuMonitor:
                           f"epochs; at least {MIN_SAMPLES} samples over {MIN_WINDOW_S:g} s are "
                           f"needed (NVML's utilisation is a share of its own 1/6-1 s sample "
                           f"period): raise --epochs")
-        return {**self.summary(), "window_s": self.window_s}, ""
+        # A metric read fewer times (one that failed now and then) is left out.
+        kept = {name: figures for name, figures in self.summary().items()
+                if figures["samples"] >= MIN_SAMPLES}
+        return {**kept, "window_s": self.window_s}, ""
 
 
 class _Active:

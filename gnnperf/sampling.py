@@ -22,6 +22,19 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from gnnperf.errors import GnnperfError
 
 
+# torch.nonzero_static has a CUDA kernel from torch 2.6 on (pytorch#141838);
+# before it, the nonzero's own wait for the device comes back.
+_NONZERO_STATIC_ON_CUDA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 6)
+
+
+def _nonzero(mask: Tensor, count: int) -> Tensor:
+    """The indices of :obj:`mask`'s :obj:`count` true entries, without a
+    wait for the device where torch allows it."""
+    if mask.device.type == "cpu" or _NONZERO_STATIC_ON_CUDA:
+        return torch.nonzero_static(mask, size=count).view(-1)
+    return mask.nonzero().view(-1)
+
+
 class VectorizedNeighborSampler(BaseSampler):
     r"""Uniform neighbor sampling without replacement, vectorised over nodes.
 
@@ -184,7 +197,7 @@ class VectorizedNeighborSampler(BaseSampler):
         # One wait for the per-hop counts, which also size the compaction
         # (nonzero_static needs no wait of its own, where nonzero would).
         edges_per_hop = torch.stack([v.sum() for v in valids]).tolist()
-        keep = torch.nonzero_static(torch.cat(valids), size=sum(edges_per_hop)).view(-1)
+        keep = _nonzero(torch.cat(valids), sum(edges_per_hop))
         edge = torch.cat(edges).index_select(0, keep).long() if self.edge_ids else None
         return (node, torch.cat(rows).index_select(0, keep).long(),
                 torch.cat(cols).index_select(0, keep).long(), edge, nodes_per_hop, edges_per_hop)

@@ -82,6 +82,20 @@ def test_a_cuda_rank_takes_its_own_gpu_before_joining_the_group(monkeypatch):
     assert shard == Shard(1, 2, "nccl")
 
 
+def test_the_timed_hook_hands_ddp_the_whole_averaged_bucket():
+    # DDP copies what the hook's future holds back into the gradients: the
+    # bucket's tensor (allreduce_hook's own future already holds it, so a
+    # [0] on it gave DDP the first element alone). A real gloo group of one.
+    import types
+    distributed.current_shard()
+    buffer = torch.arange(6.0)
+    bucket = types.SimpleNamespace(is_last=lambda: True, buffer=lambda: buffer)
+    timer = distributed.AllReduceTimer(torch.device("cpu"))
+    reduced = timer.hook(None, bucket).wait()
+    assert reduced.shape == (6,) and torch.equal(reduced, torch.arange(6.0))
+    assert timer.steps == 1 and timer.seconds > 0
+
+
 def test_on_cuda_the_allreduce_is_timed_by_events_read_after_the_run(monkeypatch):
     # NCCL's future completes once the all-reduce is queued, so the host
     # clock reads ~0; the GPU's own clock (events, faked here: the work
@@ -105,7 +119,7 @@ def test_on_cuda_the_allreduce_is_timed_by_events_read_after_the_run(monkeypatch
     def queued_allreduce(group, bucket):
         gpu_ms[0] += 4.0  # the GPU runs the all-reduce; the host sees it done at once
         future = torch.futures.Future()
-        future.set_result([bucket.buffer()])
+        future.set_result(bucket.buffer())  # as allreduce_hook's: the bucket's tensor
         return future
     monkeypatch.setattr(default_hooks, "allreduce_hook", queued_allreduce)
     timer = distributed.AllReduceTimer(torch.device("cuda"), event_factory=FakeEvent)
@@ -273,3 +287,32 @@ def test_ddp_combinations_and_bad_launches(cora):
     assert "ddp" not in __import__("gnnperf").standard_variants()
     with pytest.raises(GnnperfError, match="--world-size must be >= 1"):
         distributed.launch(0, _train_params, "ddp", 1)
+
+
+def test_a_failed_group_launch_measures_each_ddp_variant_alone(tmp_path, monkeypatch,
+                                                               trained, capsys):
+    # The run's ddp variants share one launch; when it fails, each gets its
+    # own, so only the variant that fails alone is a failure.
+    import dataclasses
+
+    from gnnperf.cli import main
+    alone = []
+
+    def group(variants, *args, **kwargs):
+        raise GnnperfError("rank 1 of 2 failed: RuntimeError: injected")
+
+    def single(name, *args, **kwargs):
+        alone.append(name)
+        if name == "sampled+ddp":
+            raise GnnperfError("rank 0 of 2 failed: RuntimeError: injected")
+        return dataclasses.replace(trained("baseline"), variant=name)
+    monkeypatch.setattr(distributed, "measure_data_parallel_many", group)
+    monkeypatch.setattr(distributed, "measure_data_parallel", single)
+    out = tmp_path / "run.json"
+    assert main(["run", "--variants", "ddp,sampled+ddp,ddp", "--world-size", "2",
+                 "--no-progress", "--json", str(out)]) == 1
+    doc = json.loads(out.read_text())
+    assert alone == ["ddp", "sampled+ddp", "ddp"]
+    assert [r["variant"] for r in doc["results"]] == ["ddp", "ddp"]
+    assert list(doc["failures"]) == ["sampled+ddp"]
+    assert "launch failed" in capsys.readouterr().err

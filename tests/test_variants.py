@@ -118,7 +118,7 @@ def test_compiled_has_no_graph_breaks(trained):
     assert result.graph_breaks == 0
     assert result.compiled_graphs == 1 and result.recompiles == 0
     assert result.first_epoch_s > result.epoch_time.median  # compilation reported apart
-    assert result.compile_s == pytest.approx(result.first_epoch_s - result.epoch_time.median)
+    assert 0 < result.compile_s < result.first_epoch_s  # the first epoch's excess, apart
     assert trained("baseline").compile_s is None  # eager: no compile figure, not 0
 
 
@@ -418,7 +418,48 @@ def test_offload_keeps_the_graph_on_the_host(cora):
     assert run.data.x.device.type == "cpu"
     copier = BatchCopier(CPU)
     batch = next(iter(run.batches()))
-    assert copier.to_device(batch) is batch and copier.summary() == {}
+    moved = copier.to_device(batch)  # a new batch of the same tensors: no copy on CPU
+    assert moved is not batch and moved.x is batch.x and copier.summary() == {}
+
+
+def test_offload_moves_every_field_a_step_reads_sparse_features_too(cora, monkeypatch):
+    # The copy, with CUDA's streams, events and pinning faked and "meta" as
+    # the device: every tensor of the batch, those of sparse features' CSR
+    # matrix (made on the host before the copy) included, must arrive there.
+    import contextlib
+    import types
+
+    from gnnperf.models import CsrMatrix
+    from gnnperf.variants.offload import BatchCopier
+    fake_event = lambda **kwargs: types.SimpleNamespace(record=lambda stream=None: None)  # noqa: E731
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "Event", fake_event)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: types.SimpleNamespace(wait_stream=lambda s: None))
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self: False)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self)
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)
+    copier = BatchCopier(torch.device("cuda"))
+    copier.device = torch.device("meta")
+    run = get_variant("sampled+sparse_features+offload").build(cora, TrainConfig(), CPU)
+    host = next(iter(run.batches()))
+    assert isinstance(host.x, CsrMatrix)
+    moved = copier.to_device(host)
+    tensors = [value for value in vars(moved).values() if isinstance(value, torch.Tensor)]
+    tensors += list(moved.x.tensors().values())
+    assert len(tensors) >= 8 and all(t.device.type == "meta" for t in tensors)
+    assert copier.bytes_per_step[0] > 0
+
+
+def test_a_fixed_offload_batch_steps_twice_unchanged(cora):
+    # A/B timing steps one fixed batch again and again: what runs after the
+    # copy (here the sparse adjacency) must not rewrite the host batch.
+    from gnnperf.case import Case, prepare
+    prep = prepare(Case("sampled+sparse+offload", "cora", warmup_epochs=0), cora)
+    graph = prep.batches[0].graph
+    losses = [float(prep.step()) for _ in range(3)]
+    assert prep.batches[0].graph is graph and all(math.isfinite(loss) for loss in losses)
 
 
 @pytest.mark.parametrize("variant", ["sampled+offload", "sampled+trimmed+offload"])

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -91,6 +92,9 @@ class Step:
     cuda_only: bool = False
     gpus_needed: int = 0
     env: dict = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()  # files it writes into --out (removed before it runs)
+    timeout_s: int | None = None  # its own limit (None: the plan's)
+    before: Callable[[Plan], None] | None = None
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -99,7 +103,8 @@ def _tail(text: str, lines: int = 3) -> str:
 
 
 def _doctor_argv(plan: Plan) -> list[str]:
-    return ["-m", "gnnperf", "doctor", "--device", plan.device,
+    # Its asv check is this script's own asv step.
+    return ["-m", "gnnperf", "doctor", "--device", plan.device, "--skip-asv",
             "--json", str(plan.out / "doctor.json")]
 
 
@@ -115,7 +120,7 @@ def _judge_doctor(plan: Plan, proc) -> StepResult:
     figures = {c["name"]: c["figure"] for c in checks if c["figure"]}
     figures["counts"] = {status: sum(c["status"] == status for c in checks)
                          for status in (PASS, FAIL, SKIP)}
-    ok = proc.returncode == 0 and report["passed"] and not failed
+    ok = proc.returncode == 0 and report["passed"] and not failed and report.get("complete")
     reason = (f"failed: {'; '.join(failed)}" if failed else
               f"skipped: {'; '.join(skipped)}" if skipped else "")
     return StepResult("doctor", PASS if ok else FAIL, figures=figures, reason=reason)
@@ -130,20 +135,28 @@ def _run_argv(json_name: str, dataset: Callable[[Plan], str], epochs: Callable[[
     return argv
 
 
-def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | None = None
-               ) -> Callable[[Plan, object], StepResult]:
-    """A ``gnnperf run`` step passes when it exits 0, every variant it ran
-    has a result (none failed, none at chance) and :obj:`want` finds nothing
-    wrong in a result."""
+def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | None = None,
+               allow_chance: bool = False) -> Callable[[Plan, object], StepResult]:
+    """A ``gnnperf run`` step passes when it exits 0, completes, gives a
+    result for every variant asked for (n/a only where an optional package is
+    missing: its reason names the ``pip install``), none at chance unless
+    :obj:`allow_chance`, and :obj:`want` finds nothing wrong in a result."""
     def judge(plan: Plan, proc) -> StepResult:
         path = plan.out / json_name
         if not path.is_file():
             return StepResult(name, FAIL, reason=f"no results (exit {proc.returncode}): "
                                                  f"{_tail(proc.stderr or proc.stdout)}")
         doc = json.loads(path.read_text())
-        problems = [f"{variant}: {error}" for variant, error in doc.get("failures", {}).items()]
+        failures = doc.get("failures", {})
+        problems = [f"{variant}: {error}" for variant, error in failures.items()]
         if not doc.get("complete", False):
             problems.append("the run stopped before every variant had run")
+        unavailable = doc.get("unavailable", {})
+        problems += [f"{variant} n/a: {why}" for variant, why in unavailable.items()
+                     if "pip install" not in why]
+        measured = {result["variant"] for result in doc.get("results", [])}
+        problems += [f"{variant}: no result" for variant in doc.get("config", {}).get(
+            "variants", []) if variant not in measured | set(unavailable) | set(failures)]
         figures = {}
         for result in doc.get("results", []):
             variant = result["variant"]
@@ -157,13 +170,12 @@ def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | No
                 **{key: result["extra"][key] for key in ("allreduce_share", "amp_dtype",
                                                          "copy_ms_per_step")
                    if result["extra"].get(key) is not None}}
-            if result.get("at_chance"):
+            if result.get("at_chance") and not allow_chance:
                 problems.append(f"{variant}: test accuracy {result['test_acc']:.3f} is at chance")
             if want is not None:
                 problems.extend(f"{variant}: {problem}" for problem in want(result))
         if proc.returncode != 0 and not problems:
             problems.append(f"exit {proc.returncode}: {_tail(proc.stderr or proc.stdout)}")
-        unavailable = doc.get("unavailable", {})
         reason = "; ".join(problems) or (
             "n/a here: " + "; ".join(f"{v} ({why})" for v, why in unavailable.items())
             if unavailable else "")
@@ -191,62 +203,67 @@ def _ddp_argv(plan: Plan) -> list[str]:
             "--warmup", "2", "--no-progress", "--json", str(plan.out / "ddp.json")]
 
 
-def _asv_argv(plan: Plan) -> list[str]:
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+def _head() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                           text=True).stdout.strip()
+
+
+def _asv_machine(plan: Plan) -> None:
+    # asv asks for the machine's details once, on stdin, unless told --yes.
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=ROOT,
+                   capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+
+
+def _asv_argv(plan: Plan) -> list[str]:
     # spawn: the config's forkserver is unverified on CUDA (docs/asv.md).
     return ["-m", "asv", "run", "--quick", "--python=same", "--launch-method", "spawn",
-            "-b", "track_cuda|Offload", "--set-commit-hash", head]
+            "-b", "track_cuda|Offload", "--set-commit-hash", _head()]
 
 
 def _judge_asv(plan: Plan, proc) -> StepResult:
-    out = proc.stdout
-    failed = proc.returncode != 0 or " failed" in out
-    na = out.count("n/a")
-    return StepResult("asv pr profile, CUDA benchmarks", FAIL if failed else PASS,
-                      figures={"n/a lines": na},
-                      reason=_tail(out, 6) if failed else "")
+    from gnnperf.doctor import judge_asv_run
+    status, figure, reason = judge_asv_run(proc, ROOT, _head())
+    return StepResult("asv pr profile, CUDA benchmarks", status, figures={"asv": figure},
+                      reason=reason)
 
 
 def steps(plan: Plan) -> list[Step]:
     large = f"variants on {plan.large_graph}" + (" (large-graph step)"
                                                   if plan.large_graph == "cora" else "")
     return [
-        Step("doctor", _doctor_argv, _judge_doctor),
+        Step("doctor", _doctor_argv, _judge_doctor, outputs=("doctor.json",)),
         Step("variants on cora",
              _run_argv("variants-cora.json", lambda p: "cora", lambda p: p.cora_epochs),
-             _judge_run("variants on cora", "variants-cora.json")),
+             _judge_run("variants on cora", "variants-cora.json"),
+             outputs=("variants-cora.json",)),
         # A handful of epochs on a large graph measures time and memory, not
-        # accuracy: only a crash or a non-finite loss fails this step.
+        # accuracy: a crash, a non-finite loss or an n/a fails this step.
         Step(large,
              _run_argv("variants-large.json", lambda p: p.large_graph, lambda p: p.large_epochs),
-             _judge_run_no_chance(large, "variants-large.json")),
+             _judge_run(large, "variants-large.json", allow_chance=True),
+             outputs=("variants-large.json",)),
         Step("amp bf16",
              _run_argv("amp-bf16.json", lambda p: "cora", lambda p: p.cora_epochs,
                        lambda p: ["--variants", "amp", "--amp-dtype", "bf16"]),
-             _judge_run("amp bf16", "amp-bf16.json", _amp_is("bfloat16"))),
+             _judge_run("amp bf16", "amp-bf16.json", _amp_is("bfloat16")),
+             outputs=("amp-bf16.json",)),
         Step("amp fp16",
              _run_argv("amp-fp16.json", lambda p: "cora", lambda p: p.cora_epochs,
                        lambda p: ["--variants", "amp", "--amp-dtype", "fp16"]),
-             _judge_run("amp fp16", "amp-fp16.json", _amp_is("float16"))),
+             _judge_run("amp fp16", "amp-fp16.json", _amp_is("float16")),
+             outputs=("amp-fp16.json",)),
         Step("ddp on 2 ranks", _ddp_argv, _judge_run("ddp on 2 ranks", "ddp.json",
                                                      _allreduce_share),
-             gpus_needed=2),
+             gpus_needed=2, outputs=("ddp.json",)),
+        # asv's quick run compiles the compiled variants cold in fresh
+        # interpreters: the longest step.
         Step("asv pr profile, CUDA benchmarks", _asv_argv, _judge_asv, cuda_only=True,
-             env={"GNNPERF_ASV_PROFILE": "pr"}),
+             env={"GNNPERF_ASV_PROFILE": "pr"}, timeout_s=900, before=_asv_machine),
     ]
 
 
-def _judge_run_no_chance(name: str, json_name: str):
-    inner = _judge_run(name, json_name)
-
-    def judge(plan: Plan, proc) -> StepResult:
-        result = inner(plan, proc)
-        parts = [p for p in result.reason.split("; ") if p and "is at chance" not in p]
-        result.reason = "; ".join(parts)
-        result.status = FAIL if any(not p.startswith("n/a here") for p in parts) else PASS
-        return result
-    return judge
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def run_step(step: Step, plan: Plan,
@@ -258,28 +275,48 @@ def run_step(step: Step, plan: Plan,
     if cuda and step.gpus_needed > plan.gpus:
         return StepResult(step.name, SKIP, reason=f"needs {step.gpus_needed} GPUs; this "
                                                   f"machine has {plan.gpus}")
+    for name in step.outputs:  # a step that dies before writing is not judged on old files
+        (plan.out / name).unlink(missing_ok=True)
+    if step.before is not None:
+        step.before(plan)
     argv = step.argv(plan)
     env = {**os.environ, **step.env}
+    limit = step.timeout_s or plan.step_timeout_s
+    log = plan.out / f"{_slug(step.name)}.log"
+    command = "python " + " ".join(argv)
     start = time.perf_counter()
     try:
-        proc = (runner or _subprocess)(argv, env, plan.step_timeout_s)
-    except subprocess.TimeoutExpired:
+        proc = (runner or _subprocess)(argv, env, limit)
+    except subprocess.TimeoutExpired as exc:
+        log.write_text(f"$ {command}\n{_text(exc.stdout)}\n{_text(exc.stderr)}")
         return StepResult(step.name, FAIL, time.perf_counter() - start,
-                          reason=f"timed out after {plan.step_timeout_s} s",
-                          command=" ".join(argv))
+                          reason=f"timed out after {limit} s (its output so far: {log.name})",
+                          command=command, log=log.name)
     seconds = time.perf_counter() - start
-    log = plan.out / (re.sub(r"[^a-z0-9]+", "-", step.name.lower()).strip("-") + ".log")
-    log.write_text(f"$ python {' '.join(argv)}\n{proc.stdout}\n{proc.stderr}")
+    log.write_text(f"$ {command}\n{proc.stdout}\n{proc.stderr}")
     result = step.judge(plan, proc)
-    result.seconds = seconds
-    result.command = "python " + " ".join(argv)
-    result.log = log.name
+    result.seconds, result.command, result.log = seconds, command, log.name
     return result
 
 
+def _text(output) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else (output or "")
+
+
 def _subprocess(argv: list[str], env: dict, timeout: int):
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    """The step in a session of its own: on a timeout its whole process group
+    (asv's benchmark processes, DDP's ranks) is killed, so nothing of it holds
+    the GPU while the next step runs."""
+    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise subprocess.TimeoutExpired(proc.args, timeout, stdout, stderr) from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def markdown(summary: dict) -> str:

@@ -51,3 +51,5 @@ class Amp(Technique):
         if dtype == torch.float16:
             run.scaler = torch.amp.GradScaler(run.device.type)
         run.stats["amp_dtype"] = str(dtype).removeprefix("torch.")
+        if dtype == torch.bfloat16 and amp_dtype(run.device) != dtype:
+            run.stats["amp_note"] = "bf16 forced where it is only emulated (slower than fp32)"

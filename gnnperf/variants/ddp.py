@@ -56,8 +56,8 @@ class Ddp(Technique):
         run.stats.update(world_size=shard.world_size, backend=shard.backend, rank=shard.rank)
 
         def finish() -> None:
-            steps = max(timer.steps, 1)
-            run.stats["allreduce_ms_per_step"] = timer.seconds / steps * 1e3
+            if timer.steps:  # a hook that never fired leaves the figure n/a, not 0
+                run.stats["allreduce_ms_per_step"] = timer.seconds / timer.steps * 1e3
         run.on_finish.append(finish)
 
 
