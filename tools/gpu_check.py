@@ -26,6 +26,7 @@ runs it that way, so it cannot rot. See docs/gpu-runner.md.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -325,10 +326,17 @@ def markdown(summary: dict) -> str:
              "", f"{summary['environment']}", "",
              "| step | status | seconds | figures | reason |", "|---|---|---|---|---|"]
     for step in summary["steps"]:
-        figures = "; ".join(f"{key}: {value}" for key, value in step["figures"].items())
+        figures = "; ".join(
+            f"{key}: " + (", ".join(f"{k} {_short(v)}" for k, v in value.items())
+                          if isinstance(value, dict) else str(value))
+            for key, value in step["figures"].items())
         lines.append(f"| {step['name']} | {step['status']} | {step['seconds']:.1f} | "
                      f"{figures.replace('|', '/')[:1500]} | {step['reason'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+def _short(value) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def _environment(device: str) -> str:
@@ -350,6 +358,11 @@ def main(argv: list[str] | None = None,
     parser.add_argument("--large-graph")
     parser.add_argument("--large-epochs", type=int)
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("gnnperf") is None:
+        print(f"gpu_check: {sys.executable} has no torch or gnnperf; run it in the environment "
+              f"gnnperf is installed in (e.g. . .venv/bin/activate, or PYTHON=...)",
+              file=sys.stderr)
+        return 2
     if args.device.startswith("cuda"):
         import torch
         if not torch.cuda.is_available():
