@@ -6,6 +6,7 @@ import io
 import json
 import os
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -115,3 +116,28 @@ def test_cuda_on_a_cpu_machine_is_one_line_before_any_step(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "use --device cpu" in err
     assert not os.listdir(tmp_path)
+
+
+def test_a_step_runs_as_its_own_process_and_a_hung_one_is_killed_with_its_children(tmp_path):
+    gpu_check = load_gpu_check()
+    plan = gpu_check.plan_for("cpu", tmp_path)
+
+    def judge(plan, proc):
+        return gpu_check.StepResult("echo", "pass" if proc.stdout.strip() == "hi" else "fail")
+    done = gpu_check.run_step(gpu_check.Step("echo", lambda p: ["-c", "print('hi')"], judge),
+                              plan)
+    assert done.status == "pass" and (tmp_path / "echo.log").read_text().endswith("hi\n\n")
+    # A step that hangs, with a child of its own: both are gone at the limit.
+    pid_file = tmp_path / "child.pid"
+    hang = ["-c", "import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', "
+                  "'import time; time.sleep(60)']); "
+                  f"open({str(pid_file)!r}, 'w').write(str(child.pid)); print('started', "
+                  "flush=True); time.sleep(60)"]
+    step = gpu_check.Step("hang", lambda p: hang, judge, timeout_s=3)
+    hung = gpu_check.run_step(step, plan)
+    assert hung.status == "fail" and "timed out after 3 s" in hung.reason
+    assert "started" in (tmp_path / "hang.log").read_text()
+    child = Path("/proc") / pid_file.read_text() / "status"
+    time.sleep(0.2)
+    # Gone, or a zombie left for a container's init that reaps nothing: not running.
+    assert not child.exists() or "(zombie)" in child.read_text()
