@@ -156,8 +156,8 @@ def _figure_bytes(fig, path: str | os.PathLike) -> bytes:
 
     import matplotlib.pyplot as plt
     buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
+    # "tight": the legend below the scatter is part of the picture.
+    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", bbox_inches="tight")
     plt.close(fig)
     return buffer.getvalue()
 
@@ -169,27 +169,39 @@ def _pyplot():
     return plt
 
 
-def _plain_log_ticks(axis) -> None:
+# Okabe and Ito's colour-blind-safe palette (their yellow left out: too pale
+# on white), crossed with markers so that no two of 77 variants look alike.
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#000000")
+MARKERS = "osD^vP*Xh<>"
+
+
+def style(index: int) -> dict:
+    """Colour and marker of the :obj:`index`-th variant of a chart."""
+    return {"color": COLOURS[index % len(COLOURS)], "marker": MARKERS[index % len(MARKERS)]}
+
+
+def _sparse_log_ticks(axis) -> None:
+    """Labels at 1, 2 and 5 times powers of ten only, unlabelled minor ticks:
+    on a log axis every label at 1..9 x 10^k overlaps its neighbours."""
     import matplotlib.ticker
-    plain = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}")
-    axis.set_major_formatter(plain)
-    axis.set_minor_formatter(plain)
+    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(matplotlib.ticker.LogLocator(base=10, subs="auto"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> int:
+def comparison_figure(results: Sequence[VariantResult], title: str = ""):
     """The comparison as one figure: time per epoch against peak memory (log
-    axes, one labelled point per variant), and the hands-on chapter's summary
-    chart beside it (time per epoch and peak memory per variant as bars, log
-    axes). Returns the number of variants drawn."""
+    axes, one marker per variant, the legend outside the data), and the
+    hands-on chapter's summary chart beside it (time per epoch and peak
+    memory per variant as bars, log axes)."""
     plt = _pyplot()
     points = [r for r in results if r.step_peak_bytes]
-    fig, (ax, ax_time, ax_memory) = plt.subplots(1, 3, figsize=(18, 5.5), dpi=110,
+    fig, (ax, ax_time, ax_memory) = plt.subplots(1, 3, figsize=(20, 6), dpi=110,
                                                  gridspec_kw={"width_ratios": [1.3, 1, 1]})
-    markers = "osD^vP*Xh<>"
     for index, r in enumerate(points):
-        # A legend rather than annotations: variants often sit on top of each other.
         ax.scatter(r.step_peak_bytes / MIB, r.epoch_time.median * 1e3, s=70,
-                   marker=markers[index % len(markers)], alpha=0.85,
+                   edgecolors="black", linewidths=0.5, **style(index),
                    label=f"{r.variant} (acc {r.test_acc:.3f})")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -200,54 +212,84 @@ def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str =
     ax.set_ylabel("time per epoch, median (ms)")
     ax.set_title(title or "GCN training variants")
     ax.grid(True, which="both", alpha=0.3)
-    ax.margins(0.25)
+    ax.margins(0.15)
     for axis in (ax.xaxis, ax.yaxis):
-        _plain_log_ticks(axis)
-    ax.legend(fontsize=8, loc="best")
+        _sparse_log_ticks(axis)
+    # Below the axes, not on them: variants often sit where a legend would.
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+              frameon=False)
 
     names = [r.variant for r in points]
     for bars_ax, values, label, colour in (
             (ax_time, [r.epoch_time.median * 1e3 for r in points], "time per epoch (ms)",
-             "tab:blue"),
-            (ax_memory, [r.step_peak_bytes / MIB for r in points], memory_label, "tab:orange")):
+             COLOURS[0]),
+            (ax_memory, [r.step_peak_bytes / MIB for r in points], memory_label, COLOURS[1])):
         bars = bars_ax.bar(range(len(points)), values, color=colour, alpha=0.85)
         bars_ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=7)
         bars_ax.set_yscale("log")
-        bars_ax.set_xticks(range(len(points)), names, rotation=40, ha="right", fontsize=8)
+        # Upright names: slanted ones' boxes overlap their neighbours'.
+        bars_ax.set_xticks(range(len(points)), names, rotation=90, fontsize=8)
         bars_ax.set_ylabel(label)
         bars_ax.grid(True, axis="y", which="both", alpha=0.3)
-        _plain_log_ticks(bars_ax.yaxis)
+        _sparse_log_ticks(bars_ax.yaxis)
     ax_time.set_title("time per epoch per variant")
     ax_memory.set_title("peak memory per variant")
-    write_atomic(path, _figure_bytes(fig, path))
-    return len(points)
+    fig.tight_layout()
+    return fig
+
+
+def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> int:
+    """Writes :func:`comparison_figure`; returns the number of variants drawn."""
+    write_atomic(path, _figure_bytes(comparison_figure(results, title), path))
+    return sum(1 for r in results if r.step_peak_bytes)
+
+
+def _timeline_series(result: VariantResult) -> tuple[list[int], str] | None:
+    timeline = result.memory_timeline
+    if timeline.get("step_peak_bytes"):
+        return timeline["step_peak_bytes"], (
+            "CUDA allocated peak" if timeline.get("allocated_bytes") else "RSS peak")
+    if timeline.get("rss_bytes"):
+        return timeline["rss_bytes"], "RSS"
+    return None
+
+
+def timeline_figure(results: Sequence[VariantResult], title: str = ""):
+    """Memory of every training step above the variant's first step against
+    the fraction of its training, one small panel per variant (their scales
+    differ by orders of magnitude), each with its own y axis."""
+    plt = _pyplot()
+    drawn = [(r, found) for r in results if (found := _timeline_series(r)) is not None]
+    columns = min(4, max(len(drawn), 1))
+    rows = max(1, -(-len(drawn) // columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.6 * rows), dpi=110,
+                             squeeze=False)
+    for index, (r, (series, what)) in enumerate(drawn):
+        ax = axes[index // columns][index % columns]
+        start = series[0]
+        steps = len(series)
+        ax.plot([(i + 1) / steps for i in range(steps)], [(v - start) / MIB for v in series],
+                lw=1.4, color=style(index)["color"])
+        ax.set_title(f"{r.variant}: {what} {series[0] / MIB:.0f} MiB at step 1", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=7)
+        ax.set_xlim(0, 1)
+        ax.yaxis.get_major_locator().set_params(nbins=4)
+        if index + columns >= len(drawn):  # the lowest panel of its column
+            ax.set_xlabel("fraction of training (optimiser steps)", fontsize=8)
+    for index in range(len(drawn), rows * columns):
+        axes[index // columns][index % columns].set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("MiB above step 1", fontsize=8)
+    device = "CUDA" if any(r.memory_timeline.get("allocated_bytes") for r, _ in drawn) \
+        else "process RSS (CPU)"
+    fig.suptitle(title or f"memory over training, {device}", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def plot_timeline(results: Sequence[VariantResult], path: str | os.PathLike,
                   title: str = "") -> int:
-    """Peak memory of every training step against the training iteration,
-    one line per variant (the tutorial's chart: full batch climbing to its
-    peak, mini-batches staying low). CUDA: ``max_memory_allocated`` per step;
-    CPU: the process's RSS high-water mark per step (RSS after the step where
-    the peak cannot be reset). Returns the number of lines drawn."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
-    drawn = 0
-    on_cuda = False
-    for r in results:
-        timeline = r.memory_timeline
-        series = timeline.get("step_peak_bytes") or timeline.get("rss_bytes")
-        if not series:
-            continue
-        on_cuda = on_cuda or bool(timeline.get("allocated_bytes"))
-        ax.plot(range(1, len(series) + 1), [v / MIB for v in series], lw=1.4,
-                label=f"{r.variant} (peak {max(series) / MIB:.0f} MiB)")
-        drawn += 1
-    ax.set_xlabel("training iteration (optimiser step)")
-    ax.set_ylabel("CUDA peak memory allocated per step (MiB)" if on_cuda
-                  else "process RSS peak per step (MiB)")
-    ax.set_title(title or "memory over training iterations")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    write_atomic(path, _figure_bytes(fig, path))
-    return drawn
+    """Writes :func:`timeline_figure`; returns the number of panels drawn."""
+    write_atomic(path, _figure_bytes(timeline_figure(results, title), path))
+    return sum(1 for r in results if _timeline_series(r) is not None)

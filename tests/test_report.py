@@ -1,0 +1,48 @@
+"""The charts: every tick label readable (none overlaps another of its axis),
+one marker per variant, one panel per variant's memory timeline."""
+import itertools
+
+import pytest
+
+from gnnperf import report
+from gnnperf.variants import standard_variants
+
+
+@pytest.fixture
+def results(trained):
+    return [trained(variant) for variant in standard_variants()]
+
+
+def _overlapping_labels(fig) -> list[tuple[str, str, str]]:
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [label for label in axis.get_ticklabels(which="both")
+                      if label.get_visible() and label.get_text()]
+            for a, b in itertools.combinations(labels, 2):
+                if a.get_window_extent(renderer).overlaps(b.get_window_extent(renderer)):
+                    found.append((ax.get_title(), a.get_text(), b.get_text()))
+    return found
+
+
+def test_no_two_tick_labels_of_an_axis_overlap(results):
+    # A log axis labelled at every 1..9 x 10^k printed "0.40.5 0.60.70.80.91".
+    for figure in (report.comparison_figure(results, "cora"),
+                   report.timeline_figure(results, "cora")):
+        assert _overlapping_labels(figure) == []
+
+
+def test_every_variant_has_its_own_marker_and_a_panel(results):
+    fig = report.comparison_figure(results, "cora")
+    scatter = fig.axes[0]
+    looks = {(tuple(c.get_facecolor()[0]), c.get_paths()[0].vertices.tobytes())
+             for c in scatter.collections}
+    assert len(scatter.collections) == len(looks) == len(results)
+    legend = scatter.get_legend()
+    assert legend is not None and legend.get_bbox_to_anchor().y1 < scatter.bbox.y0 + 1
+    timeline = report.timeline_figure(results, "cora")
+    assert sum(ax.get_visible() for ax in timeline.axes) == len(results)
