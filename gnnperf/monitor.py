@@ -167,8 +167,9 @@ class _Active:
 
 @dataclass
 class MemoryTimeline:
-    r"""Memory after every training step of a run, for the chart of memory
-    over training iterations.
+    r"""Memory after every step it probes (:func:`~gnnperf.measure.measure_variant`:
+    the warm-up epochs', never a timed one), for the chart of memory over
+    training iterations.
 
     On CUDA: :obj:`allocated_bytes` (``memory_allocated`` after the step) and
     :obj:`step_peak_bytes` (``max_memory_allocated`` since a reset just

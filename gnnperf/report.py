@@ -255,9 +255,10 @@ def _timeline_series(result: VariantResult) -> tuple[list[int], str] | None:
 
 
 def timeline_figure(results: Sequence[VariantResult], title: str = ""):
-    """Memory of every training step above the variant's first step against
-    the fraction of its training, one small panel per variant (their scales
-    differ by orders of magnitude), each with its own y axis."""
+    """Memory of every warm-up step (the steps the timeline probes, off the
+    clock) above the variant's first step against the fraction of them, one
+    small panel per variant (their scales differ by orders of magnitude),
+    each with its own y axis."""
     plt = _pyplot()
     drawn = [(r, found) for r in results if (found := _timeline_series(r)) is not None]
     columns = min(4, max(len(drawn), 1))
@@ -276,7 +277,7 @@ def timeline_figure(results: Sequence[VariantResult], title: str = ""):
         ax.set_xlim(0, 1)
         ax.yaxis.get_major_locator().set_params(nbins=4)
         if index + columns >= len(drawn):  # the lowest panel of its column
-            ax.set_xlabel("fraction of training (optimiser steps)", fontsize=8)
+            ax.set_xlabel("fraction of the warm-up steps", fontsize=8)
     for index in range(len(drawn), rows * columns):
         axes[index // columns][index % columns].set_visible(False)
     for row in axes:

@@ -91,12 +91,24 @@ def test_no_monitor_without_cuda_or_nvml(monkeypatch):
     assert monitor is None and reason.startswith("NVML unavailable")
 
 
-def test_cpu_run_reports_monitoring_as_na_and_a_timeline(cora):
-    result = measure_variant("sampled", cora, TrainConfig(epochs=4), "cpu", 2)
+def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora, monkeypatch):
+    # The timeline's probes (a /proc write and read per step, 5% of the
+    # fastest Cora step) run in the warm-up epochs only, never inside the
+    # clock of a steady epoch.
+    from gnnperf import measure
+    epochs = []  # per epoch: whether its steps were probed
+    real_epoch = measure._run_epoch
+
+    def run_epoch(run, counter, measure_peak=None, timeline=None):
+        epochs.append(timeline is not None)
+        return real_epoch(run, counter, measure_peak, timeline)
+    monkeypatch.setattr(measure, "_run_epoch", run_epoch)
+    result = measure_variant("sampled", cora, TrainConfig(epochs=5), "cpu", 2)
+    assert epochs == [True, True, False, False, False]  # 2 warm-up, 3 timed
     assert result.gpu_monitor is None and result.gpu_monitor_note == "not a CUDA run"
     rss = result.memory_timeline["rss_bytes"]
     peaks = result.memory_timeline["step_peak_bytes"]
-    assert len(rss) == len(peaks) == result.epochs * result.steps_per_epoch
+    assert len(rss) == len(peaks) == result.warmup_epochs * result.steps_per_epoch
     assert all(value > 50 * 2 ** 20 for value in rss)  # torch and Cora are resident
     assert all(peak >= after for peak, after in zip(peaks, rss))
     assert result.memory_timeline["allocated_bytes"] is None  # CUDA figures: n/a, not 0
