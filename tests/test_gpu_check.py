@@ -85,6 +85,24 @@ def test_the_cpu_part_runs_every_step_and_writes_both_summaries(tmp_path, reuse_
         assert 0 < extra["scaling_efficiency"] < 2 and extra["one_rank_epoch_ms"] > 0
         assert extra["allreduce_ms_per_step"] > 0
     assert "skipped" in status["doctor"]["reason"]  # the doctor's CUDA-only checks, named
+    # The doctor on CPU (was test_doctor's own full run): what runs passes,
+    # the CUDA-only checks are skipped and named, its trainings the shared ones.
+    from test_doctor import CUDA_ONLY
+    assert set(standard_variants()) <= set(reuse_trained.hits)
+    doctor = json.loads((out / "doctor.json").read_text())
+    checks = {check["name"]: check["status"] for check in doctor["checks"]}
+    assert doctor["passed"] is True and doctor["complete"] and doctor["device"] == "cpu"
+    assert {name for name, s in checks.items() if s == "skipped"} == CUDA_ONLY
+    assert all(check["reason"].startswith("CUDA only") for check in doctor["checks"]
+               if check["status"] == "skipped")
+    assert {f"train {v}" for v in standard_variants()} <= {n for n, s in checks.items()
+                                                            if s == "pass"}
+    for name in ("environment", "amp dtype and loss curve", "amp fp16 with GradScaler trains",
+                 "sampler invariants on cpu", "compile: no graph breaks, one graph",
+                 "peak memory (CPU profiler memory events)"):
+        assert checks[name] == "pass", name
+    printed = (out / "doctor.log").read_text()
+    assert "CUDA peak n/a" in printed and "SKIPPED timing is synchronised" in printed
     table = (out / "gpu-check.md").read_text()
     assert table.startswith("# GPU check on cpu: PASSED")
     assert "| amp fp16 | pass |" in table
