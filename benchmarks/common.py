@@ -587,6 +587,23 @@ class Benchmark:
             prep.check_loss(loss)
 
 
+class _CudaStepPeak(Benchmark):  # private: asv discovers no benchmark here itself
+    """``torch.cuda.max_memory_allocated`` over one warm step (model and data
+    included); n/a on machines without CUDA. A subclass's parameters are the
+    graph, then the variant."""
+
+    needs_cuda = True
+
+    def make(self, cache, **params) -> None:
+        graph, variant = params.values()
+        self.prep = prepared(cache, graph, variant, warm=True)
+
+    def track_cuda_peak_mib(self, cache, *params):
+        return cuda_step_peak_mib(self.prep, self.device)
+
+    track_cuda_peak_mib.unit = "MiB"
+
+
 class CachedFigures(Benchmark):
     """A benchmark whose figures ``setup_cache`` measured once per run:
     :attr:`figures` is the entry under :meth:`figure_key`; a string or an

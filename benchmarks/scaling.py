@@ -41,16 +41,5 @@ class ScalingMemory(_PerSize):
             self.prep.synced_step()
 
 
-class ScalingCudaMemory(_PerSize):
-    """``torch.cuda.max_memory_allocated`` over one warm step (model and data
-    included); n/a on machines without CUDA."""
-
-    needs_cuda = True
-
-    def make(self, cache, edges, variant):
-        self.prep = common.prepared(cache, edges, variant, warm=True)
-
-    def track_cuda_peak_mib(self, cache, edges, variant):
-        return common.cuda_step_peak_mib(self.prep, self.device)
-
-    track_cuda_peak_mib.unit = "MiB"
+class ScalingCudaMemory(_PerSize, common._CudaStepPeak):
+    """The device's peak of one warm step at each size (see ``common._CudaStepPeak``)."""

@@ -49,19 +49,8 @@ class TrainStepMemory(_PerVariant):
             self.prep.synced_step()
 
 
-class CudaStepMemory(_PerVariant):
-    """``torch.cuda.max_memory_allocated`` over one warm step (model and data
-    included); n/a on machines without CUDA."""
-
-    needs_cuda = True
-
-    def make(self, cache, dataset, variant):
-        self.prep = common.prepared(cache, dataset, variant, warm=True)
-
-    def track_cuda_peak_mib(self, cache, dataset, variant):
-        return common.cuda_step_peak_mib(self.prep, self.device)
-
-    track_cuda_peak_mib.unit = "MiB"
+class CudaStepMemory(_PerVariant, common._CudaStepPeak):
+    """The device's peak of one warm step per variant (see ``common._CudaStepPeak``)."""
 
 
 class Accuracy(common.Benchmark):
