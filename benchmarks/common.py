@@ -302,6 +302,21 @@ def synchronize(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
+def growth_exponent(sizes: list[float], seconds: list[float]) -> float:
+    r"""The :math:`k` of :math:`t \propto E^k` that fits :obj:`seconds` at
+    :obj:`sizes` best (least squares of :math:`\log t` on :math:`\log E`):
+    1 for cost linear in the edges, 2 for an accidental quadratic one."""
+    import math
+    if len(sizes) != len(seconds) or len(set(sizes)) < 2:
+        raise ValueError(f"a growth exponent needs times at two sizes or more, got {sizes}")
+    if min(sizes) <= 0 or min(seconds) <= 0:
+        raise ValueError("sizes and times must be positive")
+    xs, ys = [math.log(v) for v in sizes], [math.log(v) for v in seconds]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    return (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+            / sum((x - mean_x) ** 2 for x in xs))
+
+
 def cuda_step_peak_mib(prep, dev: torch.device) -> float:
     """MiB of ``torch.cuda.max_memory_allocated`` over the next step of
     :obj:`prep`, the peak reset before it (model, data and one batch)."""

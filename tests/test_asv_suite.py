@@ -291,3 +291,20 @@ def test_the_peakmem_floor_holds_what_the_benchmarks_above_it_hold_on_cuda(monke
         "measure.warm_device": lambda dev: warmed.append((what, str(dev)))}[what])
     control.Control().setup()
     assert warmed == [("measure.warm_device", "cuda")]
+
+
+@pytest.mark.parametrize("k", [1.0, 2.0])
+def test_the_growth_exponent_recovers_k_from_noisy_timings(monkeypatch, k):
+    # Timings t = c * E^k over the scaling sizes with 10% multiplicative
+    # noise, 200 draws: the fitted exponents centre on k and stay close.
+    import random
+    import statistics
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks.common import growth_exponent
+    draws = random.Random(7)
+    sizes = [1e4, 1e5, 1e6]
+    fits = [growth_exponent(sizes, [3e-7 * e ** k * draws.lognormvariate(0, 0.1)
+                                    for e in sizes]) for _ in range(200)]
+    assert abs(statistics.fmean(fits) - k) < 0.01 and statistics.stdev(fits) < 0.1
+    with pytest.raises(ValueError, match="two sizes or more"):
+        growth_exponent([1e4], [1e-3])
