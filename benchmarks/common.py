@@ -317,15 +317,6 @@ def growth_exponent(sizes: list[float], seconds: list[float]) -> float:
             / sum((x - mean_x) ** 2 for x in xs))
 
 
-def cuda_step_peak_mib(prep, dev: torch.device) -> float:
-    """MiB of ``torch.cuda.max_memory_allocated`` over the next step of
-    :obj:`prep`, the peak reset before it (model, data and one batch)."""
-    synchronize(dev)
-    torch.cuda.reset_peak_memory_stats(dev)
-    prep.synced_step()
-    return torch.cuda.max_memory_allocated(dev) / 2**20
-
-
 def warm_device(dev: torch.device) -> None:
     """The device's one-off first use (on CUDA the context and the cuBLAS and
     cuSPARSE handles, hundreds of MiB of host RSS) before anything is
@@ -614,7 +605,11 @@ class _CudaStepPeak(Benchmark):  # private: asv discovers no benchmark here itse
         self.prep = prepared(cache, graph, variant, warm=True)
 
     def track_cuda_peak_mib(self, cache, *params):
-        return cuda_step_peak_mib(self.prep, self.device)
+        """MiB over the next step, the peak reset before it (model, data, one batch)."""
+        synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self.prep.synced_step()
+        return torch.cuda.max_memory_allocated(self.device) / 2**20
 
     track_cuda_peak_mib.unit = "MiB"
 

@@ -37,10 +37,7 @@ def measure(dataset: str, variant: str) -> dict:
     data = common.gnnperf_name("data.load_dataset")(dataset)
     dev = common.device()
     _fresh_compile_caches()
-    try:  # the device's first use (CUDA context, cuBLAS handles) is not compilation
-        common.gnnperf_name("measure.warm_device")(dev)
-    except NotImplementedError:  # an older commit: its figure includes it
-        pass
+    common.warm_device(dev)  # the device's first use (context, cuBLAS handles) is not compilation
     run = common.CASES.build(common.case(dataset, variant), data)
     counter = getattr(run, "compile_counter", None)
     if counter is None:

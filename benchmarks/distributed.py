@@ -35,39 +35,36 @@ def _fits(world: int) -> str:
 def scaling_cache(self):
     """Every variant on one rank, then on each larger world (efficiency
     against that one-rank epoch): one launch per world for all variants
-    (a launch is most of a quick measurement), and where that launch fails
-    one per variant, so a failing variant fails only its own figures."""
+    (a launch is most of a quick measurement), one per variant where that
+    fails (``measure_each_data_parallel``), so a failing variant fails only
+    its own figures."""
     try:
         single = common.gnnperf_name("distributed.measure_data_parallel")
     except NotImplementedError as exc:
         return {"n/a": str(exc)}
     try:
-        many = common.gnnperf_name("distributed.measure_data_parallel_many")
+        each = common.gnnperf_name("distributed.measure_each_data_parallel")
     except NotImplementedError:  # an older commit: a launch per variant
-        many = None
+        each = None
     variants, figures, one = DataParallel.params[0], {}, {}
-    config = common.train_config(epochs=EPOCHS)
-    launch_args = (DATASET, None, config, str(common.device()), 3, common.THREADS, "auto")
+    launch_args = (DATASET, None, common.train_config(epochs=EPOCHS), str(common.device()), 3,
+                   common.THREADS, "auto")
     for world in DataParallel.params[1]:
         if _fits(world):
             figures.update({f"{variant}|{world}": {"n/a": _fits(world)} for variant in variants})
             continue
-        outcomes = {}
-        # Together: every variant at world 1, then those that have a one-rank
-        # figure (one that failed alone fails alone again, below).
-        group = list(variants) if world == 1 else [v for v in variants if v in one]
-        if many is not None and len(group) > 1:
-            together = common.measured_or_reason(lambda: {"results": many(
-                group, world, *launch_args,
-                one_rank_epoch_s={v: one[v] for v in group} if world > 1 else None)})
-            if "results" in together:
-                outcomes = {variant: {"result": result}
-                            for variant, result in together["results"].items()}
-        for variant in variants:
-            if variant not in outcomes:
-                outcomes[variant] = common.measured_or_reason(lambda: {"result": single(
-                    variant, world, *launch_args, one_rank_epoch_s=one.get(variant))})
-            outcome, key = outcomes[variant], f"{variant}|{world}"
+        reference = dict(one) if world > 1 else None
+        if each is not None:
+            found = common.measured_or_reason(lambda: {"results": each(
+                list(variants), world, *launch_args, one_rank_epoch_s=reference)})
+            outcomes = ({variant: _outcome(value) for variant, value in found["results"].items()}
+                        if "results" in found else {variant: found for variant in variants})
+        else:
+            outcomes = {variant: common.measured_or_reason(lambda: {"result": single(
+                variant, world, *launch_args, one_rank_epoch_s=one.get(variant))})
+                for variant in variants}
+        for variant, outcome in outcomes.items():
+            key = f"{variant}|{world}"
             if "result" not in outcome:  # a rank failed (error) or cannot here (n/a)
                 figures[key] = outcome
                 continue
@@ -80,6 +77,14 @@ def scaling_cache(self):
     return figures
 
 
+def _outcome(value) -> dict:
+    """One variant's result, or the error it failed with as n/a (declared) or error."""
+    if isinstance(value, Exception):
+        kind = "n/a" if common.declared_na(value) else "error"
+        return {kind: f"{type(value).__name__}: {value}"}
+    return {"result": value}
+
+
 scaling_cache.timeout = 1800
 
 
@@ -90,7 +95,7 @@ class DataParallel(common.CachedFigures):
     setup_cache = scaling_cache
     # In this class's source, so asv's version of it (which hashes class
     # sources, not the module's cache function) changed with the method.
-    measured_as = "one launch per world size for every variant, one per variant if it fails"
+    measured_as = "one launch per world size for every variant, one per variant if it fails (v2)"
     timeout = 1800
 
     def figure_key(self, variant, world_size):

@@ -136,13 +136,13 @@ class _OffloadEpoch(common.Benchmark):
                 common.timed_epoch(run, dev)
                 # A Cora epoch takes milliseconds on a large GPU: the monitor
                 # watches more epochs until it has enough samples (a minute at most).
-                enough = getattr(monitor, "figures", None)
+                figures_of = getattr(monitor, "figures", None)  # None: an older commit
                 deadline = time.perf_counter() + 60
-                while (enough is not None and enough()[0] is None
+                while (figures_of is not None and figures_of()[0] is None
                        and time.perf_counter() < deadline):
                     common.timed_epoch(run, dev)
             if monitor is not None:
-                figures, note = monitor.figures() if enough else (monitor.summary(), "")
+                figures, note = figures_of() if figures_of else (monitor.summary(), "")
                 self.util = (figures or {}).get("gpu_util_pct")
                 self.monitor_note = note or self.monitor_note
         finally:

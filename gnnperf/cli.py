@@ -195,8 +195,9 @@ def run_command(args: argparse.Namespace) -> int:
     rank_threads = max(1, args.threads // args.world_size)
 
     # Local ranks measure every ddp variant of the run in one launch (a
-    # launch costs seconds); if that launch fails, each variant gets its own,
-    # so one failing variant leaves the others' results.
+    # launch costs seconds); if that launch fails, each variant gets its own
+    # (distributed.measure_each_data_parallel), so one failing variant leaves
+    # the others' results.
     local_group = list(dict.fromkeys(name for name in variants if get_variant(name).data_parallel
                                      and args.world_size > 1))
     launched: dict = {}
@@ -204,18 +205,14 @@ def run_command(args: argparse.Namespace) -> int:
     def measure(name: str):
         data_parallel = get_variant(name).data_parallel
         if data_parallel and args.world_size > 1:  # local ranks
-            launch_args = (args.world_size, args.dataset, args.root, config, str(device),
-                           args.warmup, rank_threads, args.backend)
-            if len(local_group) > 1 and name == local_group[0]:
-                try:
-                    launched.update(distributed.measure_data_parallel_many(local_group,
-                                                                           *launch_args))
-                except GnnperfError as exc:
-                    progress.write(f"the {len(local_group)} ddp variants' launch failed "
-                                   f"({exc}); each gets its own", file=sys.stderr)
-            result = launched.pop(name, None) or distributed.measure_data_parallel(
-                name, *launch_args)
+            if not launched:  # the first ddp variant's turn: all of them
+                launched.update(distributed.measure_each_data_parallel(
+                    local_group, args.world_size, args.dataset, args.root, config,
+                    str(device), args.warmup, rank_threads, args.backend))
+            result = launched[name]
             progress.update(args.epochs)
+            if isinstance(result, GnnperfError):
+                raise result
             return result
         result = measure_variant(name, data, config, device, args.warmup,
                                  on_epoch=lambda: progress.update(1))

@@ -365,22 +365,44 @@ def measure_data_parallel_many(variants: list[str], world_size: int, dataset: st
     """Measures each of :obj:`variants` on the same :obj:`world_size` local
     ranks, one after the other (a rank's start, torch's import and the
     group's set-up, is paid once: about 5 s per launch on 2 CPU cores, more
-    with CUDA's), and unless :obj:`one_rank_epoch_s` gives each one's, on
-    one rank launched alike for the scaling efficiency; variant -> result.
-    A rank that fails fails them all (:func:`launch`): measure the variants
-    one by one to keep the others' results."""
-    args = (tuple(variants), dataset, root, config, device_name, warmup, threads, backend)
-    ranks = launch(world_size, _measure_rank, *args)
+    with CUDA's), and those :obj:`one_rank_epoch_s` has no figure for on one
+    rank, launched alike, for the scaling efficiency; variant -> result. A
+    rank that fails fails them all (:func:`launch`):
+    :func:`measure_each_data_parallel` keeps the others' results."""
+    args = (dataset, root, config, device_name, warmup, threads, backend)
+    ranks = launch(world_size, _measure_rank, tuple(variants), *args)
     per_variant = {variant: [ranks[rank][variant] for rank in sorted(ranks)]
                    for variant in variants}
+    reference = dict(one_rank_epoch_s or {})
     if world_size == 1:
-        one_rank_epoch_s = {variant: results[0].epoch_time.median
-                            for variant, results in per_variant.items()}
-    elif one_rank_epoch_s is None:
-        one = launch(1, _measure_rank, *args)[0]
-        one_rank_epoch_s = {variant: one[variant].epoch_time.median for variant in variants}
-    return {variant: combine_ranks(results, one_rank_epoch_s[variant])
+        reference = {variant: results[0].epoch_time.median
+                     for variant, results in per_variant.items()}
+    missing = tuple(variant for variant in variants if variant not in reference)
+    if missing:
+        one = launch(1, _measure_rank, missing, *args)[0]
+        reference.update({variant: one[variant].epoch_time.median for variant in missing})
+    return {variant: combine_ranks(results, reference[variant])
             for variant, results in per_variant.items()}
+
+
+def measure_each_data_parallel(variants: list[str], *args, **kwargs) -> dict:
+    """:func:`measure_data_parallel_many`, and where that shared launch
+    fails, each variant in a launch of its own: variant -> its result or the
+    :class:`GnnperfError` it alone failed with (the others keep theirs)."""
+    if len(variants) > 1:
+        try:
+            return measure_data_parallel_many(variants, *args, **kwargs)
+        except GnnperfError:
+            pass  # which variant failed is found by launching each alone
+    reference = kwargs.pop("one_rank_epoch_s", None) or {}
+    found = {}
+    for variant in variants:
+        try:
+            found[variant] = measure_data_parallel(
+                variant, *args, **kwargs, one_rank_epoch_s=reference.get(variant))
+        except GnnperfError as exc:
+            found[variant] = exc
+    return found
 
 
 def measure_data_parallel(variant: str, world_size: int, dataset: str, root: str | None,
