@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError, is_unavailable
+from gnnperf.io import write_atomic
 
 DEFAULT_DATASET = "cora"  # the tutorial's graph, bundled with the package
 DATASET_HELP = ("cora, citeseer (bundled), synthetic-cora, synthetic-1m, ..., "
@@ -111,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--json", type=Path)
     sampler.add_argument("--tune-malloc", action="store_true",
                          help="keep freed memory in glibc's heap (fewer page faults; recorded)")
+    roofs = sub.add_parser("roofs", help="this machine's roofs: peak GEMM FLOP/s, copy and "
+                                         "gather bandwidth (measured once, cached)")
+    roofs.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
+    roofs.add_argument("--threads", type=int, default=1)
+    roofs.add_argument("--refresh", action="store_true", help="measure again, not from the cache")
+    roofs.add_argument("--json", type=Path)
     doctor = sub.add_parser("doctor", help="check that this machine runs the suite right")
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     doctor.add_argument("--json", type=Path, help="write the report here")
@@ -133,7 +140,8 @@ def run_command(args: argparse.Namespace) -> int:
     from gnnperf import distributed, report
     from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.fingerprint import environment, tune_allocator
-    from gnnperf.measure import measure_variant, resolve_device, set_threads
+    from gnnperf.measure import measure_variant, resolve_device, set_threads, with_roofline
+    from gnnperf.roofline import cached_roofs
     from gnnperf.variants import TrainConfig, get_variant
 
     config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
@@ -227,6 +235,9 @@ def run_command(args: argparse.Namespace) -> int:
           file=sys.stderr)
     env = environment(args.seed, device, tuned)
     env["dataset"] = dataset_identity(data)
+    # Measured once per device, thread count and torch (about 2 s here), then cached.
+    roofs = cached_roofs(device)
+    env["roofs"] = roofs.to_dict()
     run_config = {**asdict(config), "dataset": data.name, "warmup_epochs": args.warmup,
                   "variants": variants, "world_size": world, "backend": backend,
                   "launch": "torchrun" if torchrun else "local"}
@@ -238,7 +249,7 @@ def run_command(args: argparse.Namespace) -> int:
         if args.json:
             payload = report.to_json(results, env, run_config, failures, reference, complete,
                                      unavailable)
-            report.write_atomic(args.json, payload.encode())
+            write_atomic(args.json, payload.encode())
 
     save(complete=False)
     progress = tqdm(total=len(variants) * args.epochs, unit="epoch", disable=args.no_progress,
@@ -246,7 +257,7 @@ def run_command(args: argparse.Namespace) -> int:
     for name in variants:
         progress.set_description(name)
         try:
-            results.append(measure(name))
+            results.append(with_roofline(measure(name), roofs))
         except GnnperfError as exc:
             if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
                 unavailable[name] = str(exc)
@@ -261,7 +272,7 @@ def run_command(args: argparse.Namespace) -> int:
     save(complete=True)
     title = f"{data.name} on {env['device_name']}"
     if args.plot and results:
-        report.plot(results, args.plot, title=title)
+        report.plot(results, args.plot, title=title, roofs=roofs)
     if args.timeline and results:
         report.plot_timeline(results, args.timeline, title=f"memory over training: {title}")
     return 1 if failures else 0
@@ -274,6 +285,7 @@ def sampler_command(args: argparse.Namespace) -> int:
     from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.fingerprint import environment, tune_allocator
     from gnnperf.measure import measure_sampler, resolve_device, set_threads
+    from gnnperf.roofline import cached_roofs
 
     _check_output(args.json, "--json")
     if args.batch_size < 1:
@@ -282,21 +294,38 @@ def sampler_command(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
     data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
+    roofs = cached_roofs(device)
     result = measure_sampler(data, list(args.fanout), args.batch_size, args.batches, device,
-                             args.seed)
+                             args.seed, roofs)
     print(report.format_sampler(result, data))
     if args.json:
         payload = {"environment": {**environment(args.seed, device, tuned),
-                                   "dataset": dataset_identity(data)},
+                                   "dataset": dataset_identity(data),
+                                   "roofs": roofs.to_dict()},
                    "result": result.to_dict()}
-        report.write_atomic(args.json, json.dumps(payload, indent=2).encode())
+        write_atomic(args.json, json.dumps(payload, indent=2).encode())
+    return 0
+
+
+def roofs_command(args: argparse.Namespace) -> int:
+    import json
+
+    from gnnperf.measure import resolve_device, set_threads
+    from gnnperf.roofline import cached_roofs, format_roofs
+
+    _check_output(args.json, "--json")
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    roofs = cached_roofs(device, refresh=args.refresh)
+    print(format_roofs(roofs))
+    if args.json:
+        write_atomic(args.json, json.dumps(roofs.to_dict(), indent=2).encode())
     return 0
 
 
 def doctor_command(args: argparse.Namespace) -> int:
     import json
 
-    from gnnperf import report
     from gnnperf.doctor import FAIL, Doctor, to_dict
     from gnnperf.measure import resolve_device, set_threads
 
@@ -313,7 +342,7 @@ def doctor_command(args: argparse.Namespace) -> int:
         print(f"{check.status.upper():7} {check.name}: {check.figure}{note}", flush=True)
         done.append(check)
         if args.json:  # after every check: a check that hangs loses none before it
-            report.write_atomic(args.json, json.dumps(
+            write_atomic(args.json, json.dumps(
                 {**to_dict(done, device), "complete": False}, indent=2).encode())
 
     checks = Doctor(device, root=checkout, run_asv=not args.skip_asv).run(on_check=show)
@@ -321,7 +350,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or skipped, "
           f"{len(failed)} failed, in {time.perf_counter() - start:.0f} s on {device}")
     if args.json:
-        report.write_atomic(args.json, json.dumps(
+        write_atomic(args.json, json.dumps(
             {**to_dict(checks, device), "complete": True}, indent=2).encode())
     return 1 if failed else 0
 
@@ -331,7 +360,8 @@ def _gate_commands() -> dict:
     return GATE_COMMANDS
 
 
-COMMANDS = {"run": run_command, "sampler": sampler_command, "doctor": doctor_command}
+COMMANDS = {"run": run_command, "sampler": sampler_command, "roofs": roofs_command,
+            "doctor": doctor_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,7 +155,7 @@ class Doctor:
         skip = self._cuda_only("timing is synchronised")
         if skip:
             return skip
-        from gnnperf.measure import timed
+        from gnnperf.timers import timed
         n = 8192
         a = torch.randn(n, n, device=self.device)
         b = torch.randn(n, n, device=self.device)

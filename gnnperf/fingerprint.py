@@ -49,17 +49,13 @@ def environment(seed: int, device: torch.device, tuned_allocator: bool = False) 
         commit = git.stdout.strip() if git.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         commit = None
-    if device.type == "cuda":
-        device_name = torch.cuda.get_device_name(device)
-    else:
-        device_name = _cpu_name()
     return {
         "torch": torch.__version__,
         "torch_geometric": torch_geometric.__version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "device": str(device),
-        "device_name": device_name,
+        "device_name": device_name(device),
         "cuda": torch.version.cuda,
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
@@ -68,6 +64,11 @@ def environment(seed: int, device: torch.device, tuned_allocator: bool = False) 
         "git_commit": commit,
         "seed": seed,
     }
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
 
 
 def _cpu_name() -> str:

@@ -16,13 +16,9 @@ from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, Unavailable, is_unavailable
 from gnnperf.monitor import GpuMonitor, MemoryTimeline
+from gnnperf.roofline import StepWork
+from gnnperf.timers import synchronize, timed
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
-
-def synchronize(device: torch.device) -> None:
-    """Waits for queued kernels so wall-clock time covers their execution."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
@@ -107,6 +103,12 @@ class VariantResult:
             scores (:func:`chance_level`).
         at_chance (bool): The test accuracy is not above chance by two
             binomial standard errors: the variant learned nothing.
+        work (dict): The work of the second (warm-up, untimed) epoch, batch
+            making included (:class:`~gnnperf.roofline.StepWork`: roofline
+            FLOPs, bytes moved, gather bytes, working set, steps).
+        roofline (dict): The steady epoch against this machine's roofs
+            (:func:`~gnnperf.roofline.assess`), set by the caller that has
+            the roofs; :obj:`None` until then.
     """
     variant: str
     dataset: str
@@ -137,18 +139,11 @@ class VariantResult:
     at_chance: bool = False
     device_warmup_s: float | None = None
     compile_s: float | None = None
+    work: dict | None = None
+    roofline: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall-clock seconds of :obj:`fn`, CUDA work it queued included."""
-    synchronize(device)
-    start = time.perf_counter()
-    fn()
-    synchronize(device)
-    return time.perf_counter() - start
 
 
 class _EpochCounter:
@@ -290,14 +285,22 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
 
     first_epoch_s = 0.0
     graphs_after_first = None
+    work = None
     epoch_times: list[float] = []
     steady_start = (0, 0, 0)
     try:
         for epoch in range(config.epochs):
+            # The second epoch, never timed, counts the work the roofline
+            # holds a steady epoch to (the counter slows it down 2-10x).
+            counting = _counted_work(counter) if epoch == 1 else contextlib.nullcontext()
             if epoch == warmup_epochs - 1:
                 # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
-                _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
-                    step_peak_bytes(step, device, held)), timeline=timeline)
+                with counting as work_of_epoch:
+                    _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
+                        step_peak_bytes(step, device, held)), timeline=timeline)
+            elif epoch == 1:
+                with counting as work_of_epoch:
+                    _run_epoch(run, counter, timeline=timeline)
             else:
                 # The GPU monitor samples the timed (steady) epochs only.
                 watching = monitor.active() if monitor and epoch >= warmup_epochs \
@@ -313,6 +316,8 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
                         graphs_after_first = run.compile_counter.graphs
                 elif epoch >= warmup_epochs:
                     epoch_times.append(seconds)
+            if epoch == 1:
+                work = work_of_epoch.to_dict()
             if epoch == warmup_epochs - 1:
                 steady_start = (counter.steps, counter.seeds, counter.edges)
             if on_epoch is not None:
@@ -381,7 +386,38 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         device_warmup_s=device_warmup_s,
         compile_s=(max(first_epoch_s - timing.median, 0.0) if compile_counter is not None
                    else None),
+        work=work,
     )
+
+
+@contextlib.contextmanager
+def _counted_work(counter: _EpochCounter) -> Iterator[StepWork]:
+    """Counts the ops of the epoch run inside (:class:`~gnnperf.workcount.OpCounter`)
+    and fills the yielded :class:`~gnnperf.roofline.StepWork` when it ends."""
+    from gnnperf.workcount import OpCounter
+    ops = OpCounter()
+    steps_before = counter.steps
+    work = StepWork(0, 0, 0, 0, 0)
+    with ops:
+        yield work
+    work.flops, work.bytes_moved, work.gather_bytes = ops.flops, ops.bytes_moved, ops.gather_bytes
+    work.working_set_bytes, work.steps = ops.working_set_bytes, counter.steps - steps_before
+
+
+def with_roofline(result: VariantResult, roofs) -> VariantResult:
+    """Sets :obj:`result.roofline`: its steady epoch (the median) against
+    :obj:`roofs` (:class:`~gnnperf.roofline.Roofs`), per step the same
+    ratio; left :obj:`None` where no work was counted."""
+    from gnnperf.roofline import assess
+    if result.work and result.work["bytes_moved"] > 0:
+        work = StepWork(**result.work)
+        # The counted epoch's steps can differ from a steady one's (a sampled
+        # epoch's last batch): both are scaled to one step.
+        per_step = result.epoch_time.median / result.steps_per_epoch
+        scaled = StepWork(*(round(v / work.steps) for v in (
+            work.flops, work.bytes_moved, work.gather_bytes)), work.working_set_bytes, 1)
+        result.roofline = assess(scaled, per_step, roofs)
+    return result
 
 
 def set_threads(threads: int | None) -> int:
@@ -396,7 +432,10 @@ def set_threads(threads: int | None) -> int:
 @dataclass
 class SamplerThroughput:
     """Neighbor-sampling speed: the sampler alone, and PyG's loader around it
-    (sampling plus relabelling and feature/label gathering)."""
+    (sampling plus relabelling and feature/label gathering); with roofs, the
+    loader's counted bytes per batch (:attr:`loader_work`) over its median
+    batch time against them (:attr:`loader_roofline`) and as a share of the
+    gather roof (:attr:`gather_roof_pct`)."""
     dataset: str
     device: str
     fanout: list[int]
@@ -407,15 +446,21 @@ class SamplerThroughput:
     loader_edges_per_s: float
     sampler_batch_ms: Timing
     loader_batch_ms: Timing
+    loader_work: dict | None = None
+    loader_roofline: dict | None = None
+    gather_roof_pct: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batches: int = 30,
-                    device: torch.device | str = "cpu", seed: int = 0) -> SamplerThroughput:
+                    device: torch.device | str = "cpu", seed: int = 0,
+                    roofs=None) -> SamplerThroughput:
     """Times :class:`~gnnperf.sampling.VectorizedNeighborSampler` on random
-    seed batches, alone and inside PyG's loader; one warm-up batch each."""
+    seed batches, alone and inside PyG's loader; one warm-up batch each.
+    With :obj:`roofs` (:class:`~gnnperf.roofline.Roofs`) one more loader
+    batch, untimed, counts the bytes it moves."""
     from torch_geometric.data import Data as PygData
 
     from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
@@ -453,10 +498,24 @@ def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batch
         if index > 0:
             loader_s.append(time.perf_counter() - start)
             loader_edges += batch.edge_index.size(1)
-    return SamplerThroughput(
+    result = SamplerThroughput(
         dataset=str(getattr(data, "name", "custom")), device=str(device), fanout=list(fanout),
         batch_size=batch_size, batches=batches, edges_per_batch=edges / batches,
         sampler_edges_per_s=edges / sum(sampler_s),
         loader_edges_per_s=loader_edges / sum(loader_s),
         sampler_batch_ms=Timing.of([s * 1e3 for s in sampler_s]),
         loader_batch_ms=Timing.of([s * 1e3 for s in loader_s]))
+    if roofs is not None:
+        from gnnperf.roofline import assess
+        from gnnperf.workcount import count_work
+        def one_batch() -> None:
+            if next(iterator, None) is None:  # the loader ran out: a fresh pass
+                next(iter(loader))
+        ops = count_work(one_batch)
+        work = StepWork(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, 1)
+        median_s = result.loader_batch_ms.median / 1e3
+        result.loader_work = work.to_dict()
+        result.loader_roofline = assess(work, median_s, roofs)
+        result.gather_roof_pct = 100 * work.bytes_moved / median_s / roofs.bandwidth(
+            "gather", work.working_set_bytes)
+    return result

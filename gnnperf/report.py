@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from tabulate import tabulate
 
+from gnnperf.io import write_atomic
 from gnnperf.measure import SamplerThroughput, VariantResult
 
 MIB = 2 ** 20
@@ -51,6 +51,9 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "world_size": r.extra.get("world_size"),
             "allreduce_share": r.extra.get("allreduce_share"),
             "scaling_efficiency": r.extra.get("scaling_efficiency"),
+            "roofline_pct": (r.roofline or {}).get("roofline_pct"),
+            "bound": (r.roofline or {}).get("bound"),
+            "intensity_flop_per_byte": (r.roofline or {}).get("intensity_flop_per_byte"),
         })
     return rows
 
@@ -81,12 +84,15 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               f"{row['test_acc']:.3f}" + (" (at chance!)" if row["at_chance"] else ""),
               ratio(row["speedup"]),
               ratio(row["memory_ratio"]),
+              "n/a" if row["roofline_pct"] is None
+              else f"{row['roofline_pct']:.{1 if row['roofline_pct'] >= 1 else 2}f} "
+                   f"({row['bound']})",
               mean_max(row["gpu_util_pct"], ".0f"),
               mean_max(row["gpu_power_w"], ".0f")]
              for row in rows]
     headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
                "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
-               "GPU util % mean/max", "GPU W mean/max"]
+               "roofline % (bound)", "GPU util % mean/max", "GPU W mean/max"]
     if any(row["world_size"] for row in rows):  # ddp variants ran: their columns
         headers += ["ranks", "all-reduce share", "scaling eff. (strong)"]
         for line, row in zip(table, rows):
@@ -97,7 +103,15 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
         table.append([variant, "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 8))
     for variant, reason in (unavailable or {}).items():
         table.append([variant, "n/a", *[""] * 5, reason[:60]] + [""] * (len(headers) - 8))
+    if any(row["roofline_pct"] is not None for row in rows):
+        text_note = ("roofline %: the time a step's counted FLOPs and bytes need at this "
+                     "machine's roofs (gnnperf roofs) over its median time; the bound is what "
+                     "limits it there")
+    else:
+        text_note = ""
     text = tabulate(table, headers=headers, disable_numparse=True)
+    if text_note:
+        text += "\n" + text_note
     chance = [r for r in results if r.at_chance]
     if chance:
         text += "\n" + "\n".join(
@@ -115,21 +129,17 @@ def format_sampler(result: SamplerThroughput, data) -> str:
     title = (f"{result.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
              f"fanout {result.fanout}, batch {result.batch_size}, {result.batches} batches, "
              f"{result.edges_per_batch:.0f} sampled edges per batch, {result.device}")
-    return title + "\n" + tabulate(rows, headers=["", "M edges/s", "ms per batch (median ±IQR)"],
+    text = title + "\n" + tabulate(rows, headers=["", "M edges/s", "ms per batch (median ±IQR)"],
                                    disable_numparse=True)
-
-
-def write_atomic(path: str | os.PathLike, payload: bytes) -> None:
-    """Writes via a temporary file and a rename, so a failure leaves no half file."""
-    path = Path(path)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    if result.loader_roofline is not None:
+        work, roof = result.loader_work, result.loader_roofline
+        text += (f"\nloader: {work['bytes_moved'] / MIB:.1f} MiB moved per batch "
+                 f"({work['gather_bytes'] / max(work['bytes_moved'], 1):.0%} by gathers), "
+                 f"{roof['achieved_bytes_per_s'] / 1e9:.2f} GB/s: {result.gather_roof_pct:.0f}% of "
+                 f"the gather roof ({roof['gather_bytes_per_s'] / 1e9:.1f} GB/s at its "
+                 f"{work['working_set_bytes'] / MIB:.0f} MiB working set), roofline "
+                 f"{roof['roofline_pct']:.0f}% ({roof['bound']})")
+    return text
 
 
 def to_json(results: Sequence[VariantResult], env: dict, config: dict,
@@ -190,15 +200,16 @@ def _sparse_log_ticks(axis) -> None:
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def comparison_figure(results: Sequence[VariantResult], title: str = ""):
+def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=None):
     """The comparison as one figure: time per epoch against peak memory (log
-    axes, one marker per variant, the legend outside the data), and the
-    hands-on chapter's summary chart beside it (time per epoch and peak
-    memory per variant as bars, log axes)."""
+    axes, one marker per variant, the legend outside the data), the roofline
+    (:func:`roofline_axes`, where the results have roofline figures), and the
+    hands-on chapter's summary chart below (time per epoch and peak memory
+    per variant as bars, log axes)."""
     plt = _pyplot()
     points = [r for r in results if r.step_peak_bytes]
-    fig, (ax, ax_time, ax_memory) = plt.subplots(1, 3, figsize=(20, 6), dpi=110,
-                                                 gridspec_kw={"width_ratios": [1.3, 1, 1]})
+    fig, ((ax, ax_roof), (ax_time, ax_memory)) = plt.subplots(
+        2, 2, figsize=(17, 13), dpi=100, gridspec_kw={"height_ratios": [1.25, 1]})
     for index, r in enumerate(points):
         ax.scatter(r.step_peak_bytes / MIB, r.epoch_time.median * 1e3, s=70,
                    edgecolors="black", linewidths=0.5, **style(index),
@@ -210,14 +221,18 @@ def comparison_figure(results: Sequence[VariantResult], title: str = ""):
                     else "step peak above start, torch CPU tensors (MiB)")
     ax.set_xlabel(memory_label)
     ax.set_ylabel("time per epoch, median (ms)")
-    ax.set_title(title or "GCN training variants")
+    ax.set_title(f"time against memory: {title}" if title else "time against memory")
     ax.grid(True, which="both", alpha=0.3)
     ax.margins(0.15)
     for axis in (ax.xaxis, ax.yaxis):
         _sparse_log_ticks(axis)
     # Below the axes, not on them: variants often sit where a legend would.
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2,
               frameon=False)
+    if roofs is not None and any(r.roofline for r in points):
+        roofline_axes(ax_roof, points, roofs)
+    else:
+        ax_roof.set_visible(False)
 
     names = [r.variant for r in points]
     for bars_ax, values, label, colour in (
@@ -238,9 +253,60 @@ def comparison_figure(results: Sequence[VariantResult], title: str = ""):
     return fig
 
 
-def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "") -> int:
+def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
+    """The roofline on :obj:`ax`: each variant's step at its arithmetic
+    intensity (FLOPs per byte moved) and achieved FLOP/s, a thin line up to
+    the bound its own roofs set (its headroom), and the machine's roofs:
+    peak GEMM FLOP/s, the copy bandwidth from DRAM and from cache, and the
+    gather bandwidth from DRAM (:class:`~gnnperf.roofline.Roofs`)."""
+    drawn = [(index, r) for index, r in enumerate(points) if r.roofline]
+    intensities = [r.roofline["intensity_flop_per_byte"] for _, r in drawn]
+    low, high = min(intensities) / 4, max(max(intensities) * 4, 2 * roofs.peak_flops_per_s
+                                           / max(roofs.stream_bytes_per_s.values()))
+    span = [low * (high / low) ** (i / 64) for i in range(65)]
+    dram = max(roofs.stream_bytes_per_s)
+    peak = roofs.peak_flops_per_s / 1e9  # GFLOP/s: readable tick labels
+    ceilings = (("copy from cache", max(roofs.stream_bytes_per_s.values()), ":", 0.2),
+                ("copy from DRAM", roofs.stream_bytes_per_s[dram], "-", 0.45),
+                ("gather from DRAM", roofs.gather_bytes_per_s[dram], "--", 0.7))
+    for name, bandwidth, line, along in ceilings:
+        slope = bandwidth / 1e9
+        ax.plot(span, [min(peak, i * slope) for i in span], line, color="0.35", lw=1.2)
+        # Named below its slope, each at its own point along the x axis.
+        at = low * (min(peak / slope, high) / low) ** along
+        ax.annotate(f"{name} {slope:.0f} GB/s", (at, at * slope), fontsize=7, color="0.2",
+                    xytext=(6, -10), textcoords="offset points")
+    ax.annotate(f"peak fp32 GEMM {peak:.0f} GFLOP/s", (high, peak), fontsize=7, color="0.2",
+                ha="right", xytext=(0, 4), textcoords="offset points")
+    for index, r in drawn:
+        roof = r.roofline
+        achieved = roof["achieved_flops_per_s"] / 1e9
+        bound = achieved * 100 / roof["roofline_pct"]
+        ax.plot([roof["intensity_flop_per_byte"]] * 2, [achieved, bound], lw=0.8,
+                color=style(index)["color"], alpha=0.6)
+        pct = roof["roofline_pct"]
+        ax.scatter(roof["intensity_flop_per_byte"], achieved, s=70, edgecolors="black",
+                   linewidths=0.5, zorder=3, **style(index),
+                   label=f"{r.variant}: {pct:.{1 if pct >= 1 else 2}f}% of its bound "
+                         f"({roof['bound']})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte moved, compulsory traffic)")
+    ax.set_ylabel("achieved GFLOP/s per step")
+    ax.set_title(f"roofline: {roofs.device_name}, {roofs.threads} thread(s); a line up to "
+                 f"each variant's bound")
+    ax.grid(True, which="both", alpha=0.3)
+    for axis in (ax.xaxis, ax.yaxis):
+        _sparse_log_ticks(axis)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2,
+              frameon=False)
+
+
+def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "",
+         roofs=None) -> int:
     """Writes :func:`comparison_figure`; returns the number of variants drawn."""
-    write_atomic(path, _figure_bytes(comparison_figure(results, title), path))
+    write_atomic(path, _figure_bytes(comparison_figure(results, title, roofs), path))
     return sum(1 for r in results if r.step_peak_bytes)
 
 

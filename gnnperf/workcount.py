@@ -8,6 +8,10 @@ step of a variant this module counts:
   forward, backward and optimiser included);
 * ``flops``: floating-point operations (:class:`torch.utils.flop_counter.FlopCounterMode`;
   matrix products and convolutions, as that module counts them);
+* ``bytes_moved`` and ``gather_bytes``: the bytes every ATen op's inputs and
+  outputs occupy (a compulsory-traffic lower bound), and the part of them
+  moved by indexed ops (gathers, scatters, sparse products), counted in the
+  op counter's dispatch pass (:class:`OpCounter`, :func:`op_traffic`);
 * ``bytes_allocated`` and ``peak_bytes``: the sum of allocations and the peak
   of live bytes above the step's start, from the torch profiler's memory events;
 * ``profiled_ops``: operator events the torch profiler records (dispatcher ops
@@ -43,8 +47,8 @@ if TYPE_CHECKING:
     from gnnperf.case import PreparedCase
 
 #: The metrics an exact gate compares (all integers, or None where they do not apply).
-EXACT_FIELDS = ("aten_ops", "flops", "profiled_ops", "bytes_allocated", "peak_bytes",
-                "compiled_graphs", "graph_breaks", "recompiles")
+EXACT_FIELDS = ("aten_ops", "flops", "bytes_moved", "gather_bytes", "profiled_ops",
+                "bytes_allocated", "peak_bytes", "compiled_graphs", "graph_breaks", "recompiles")
 
 
 @dataclass
@@ -54,6 +58,10 @@ class WorkMetrics:
     Args:
         aten_ops (int): ATen operator calls in one step.
         flops (int): FLOPs of one step (FlopCounterMode's count).
+        bytes_moved (int): Bytes the step's ATen ops read and write, at
+            least (:func:`op_traffic`).
+        gather_bytes (int): The part of :obj:`bytes_moved` moved by indexed
+            ops (:data:`INDEXED_OPS`), whose roof is the gather bandwidth.
         bytes_allocated (int): Bytes allocated during one step (profiler
             memory events); :obj:`None` if the profiler recorded none.
         peak_bytes (int): Peak live bytes above the step's start (above the
@@ -74,6 +82,8 @@ class WorkMetrics:
     flops: int
     bytes_allocated: int | None
     peak_bytes: int | None
+    bytes_moved: int = 0
+    gather_bytes: int = 0
     profiled_ops: int = 0
     compiled_graphs: int | None = None
     graph_breaks: int | None = None
@@ -88,28 +98,163 @@ class WorkMetrics:
         return asdict(self)
 
 
+#: Ops whose memory access is indexed (random rows), not streamed: their
+#: bytes are bounded by the gather bandwidth, a third of the streaming one
+#: here (a 100k x 128 gather from a 512 MiB table: 5.3 GB/s; a copy: 12 GB/s).
+INDEXED_OPS = frozenset({
+    "aten.index_select", "aten.gather", "aten.embedding", "aten.index", "aten.take",
+    "aten.index_add", "aten.index_add_", "aten.index_put", "aten.index_put_",
+    "aten._index_put_impl_", "aten.scatter", "aten.scatter_", "aten.scatter_add",
+    "aten.scatter_add_", "aten.scatter_reduce", "aten.scatter_reduce_",
+    "aten.embedding_dense_backward", "gnnperf.csr_mm"})
+#: Gathers: their first operand is read only where the index points, so it
+#: counts at most as many bytes as the output (a 100-row gather from a
+#: million-row table reads 100 rows).
+_GATHERS = frozenset({"aten.index_select", "aten.gather", "aten.embedding", "aten.index",
+                      "aten.take"})
+#: In-place ops that overwrite their first operand without reading it.
+_OVERWRITES = frozenset({"aten.copy_", "aten.fill_", "aten.zero_", "aten.uniform_",
+                         "aten.normal_", "aten.bernoulli_", "aten.random_",
+                         "aten.exponential_", "aten.index_fill_"})
+#: Ops that allocate and write nothing.
+_ALLOCATES = frozenset({"aten.empty", "aten.empty_like", "aten.new_empty",
+                        "aten.empty_strided", "aten.new_empty_strided"})
+_SPARSE_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def tensor_bytes(tensor: torch.Tensor) -> int:
+    """Bytes a tensor's elements occupy; for sparse tensors those of its
+    indices and values."""
+    if tensor.layout in _SPARSE_COMPRESSED:
+        rows, cols = ((tensor.crow_indices(), tensor.col_indices())
+                      if tensor.layout in (torch.sparse_csr, torch.sparse_bsr)
+                      else (tensor.ccol_indices(), tensor.row_indices()))
+        return sum(t.numel() * t.element_size() for t in (rows, cols, tensor.values()))
+    if tensor.is_sparse:
+        tensor = tensor if tensor.is_coalesced() else tensor.coalesce()
+        return sum(t.numel() * t.element_size() for t in (tensor.indices(), tensor.values()))
+    return tensor.numel() * tensor.element_size()
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    """The tensors in an op's (nested lists, tuples and dicts of) arguments."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        tree = tuple(tree.values())
+    if isinstance(tree, (list, tuple)):
+        return [tensor for item in tree for tensor in _tensors(item)]
+    return []
+
+
+def _sparse_operand(args) -> torch.Tensor | None:
+    return next((a for a in args if isinstance(a, torch.Tensor)
+                 and (a.is_sparse or a.layout in _SPARSE_COMPRESSED)), None)
+
+
+def op_flops(name: str, func, args, kwargs, out) -> int:
+    """FLOPs of one op for the roofline: FlopCounterMode's formula, except
+    that a product with a sparse operand (or ``gnnperf::csr_mm``) does
+    2 x nnz x columns, not the dense product's count."""
+    from torch.utils.flop_counter import flop_registry
+    if name == "gnnperf.csr_mm":  # (crow, col, values, num_cols, dense)
+        return 2 * args[1].numel() * args[4].size(-1)
+    sparse = _sparse_operand(args) if name in ("aten.mm", "aten.addmm") else None
+    if sparse is not None:
+        values = (sparse if sparse.layout in _SPARSE_COMPRESSED else sparse.coalesce()).values()
+        nnz = values.numel()
+        return 2 * nnz * out.size(-1)
+    formula = flop_registry.get(func.overloadpacket)
+    return int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
+
+
+def op_traffic(name: str, func, args, kwargs, out) -> int:
+    """Bytes one op moves at least: its inputs once and its outputs once
+    (views, aliases and bare allocations move none; an operand an op only
+    overwrites is not read; a gathered operand counts at most the output's
+    size, an in-place scatter's target at most its source's, read and
+    written)."""
+    if func.is_view or name in _ALLOCATES or name == "aten.detach":
+        return 0
+    kwargs = dict(kwargs)
+    written = kwargs.pop("out", None)
+    outputs = _tensors(out)
+    out_bytes = sum(tensor_bytes(t) for t in outputs)
+    inputs = []
+    seen: set[int] = set()
+    for tensor in _tensors((args, kwargs)):
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            inputs.append(tensor)
+    if written is not None or name in _OVERWRITES:
+        target = written if written is not None else args[0]
+        inputs = [t for t in inputs if t is not target]
+    if name == "aten.addmm" and kwargs.get("beta", 1) == 0:  # its self is never read
+        inputs = [t for t in inputs if t is not args[0]]
+    in_bytes = [tensor_bytes(t) for t in inputs]
+    if name in _GATHERS and inputs and inputs[0] is args[0]:
+        in_bytes[0] = min(in_bytes[0], out_bytes)
+    elif name in INDEXED_OPS and name.endswith("_") and len(inputs) > 1:
+        # index_add_(self, dim, index, source): self is touched where source lands.
+        source = max(in_bytes[1:])
+        in_bytes[0] = min(in_bytes[0], source)
+        out_bytes = in_bytes[0]
+    return sum(in_bytes) + out_bytes
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts ATen operator calls by overload packet (``aten.mm``, ...)."""
+    """Counts ATen operator calls by overload packet (``aten.mm``, ...) and,
+    in the same pass, the bytes they move (:func:`op_traffic`; the indexed
+    ops' share in :attr:`gather_bytes`), their roofline FLOPs
+    (:func:`op_flops`) and the distinct storage bytes they touch
+    (:attr:`working_set_bytes`, which picks the bandwidth roof that applies)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
+        self.bytes_moved = self.gather_bytes = self.flops = 0
+        self._storages: dict[tuple[str, int], int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.counts[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        name = str(func.overloadpacket)
+        self.counts[name] += 1
+        out = func(*args, **kwargs)
+        moved = op_traffic(name, func, args, kwargs, out)
+        self.bytes_moved += moved
+        if name in INDEXED_OPS:
+            self.gather_bytes += moved
+        self.flops += op_flops(name, func, args, kwargs, out)
+        for tensor in _tensors((args, kwargs, out)):
+            if tensor.layout == torch.strided and tensor.numel():
+                storage = tensor.untyped_storage()
+                key = (str(tensor.device), storage.data_ptr())
+                self._storages[key] = max(self._storages.get(key, 0), storage.nbytes())
+        return out
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def working_set_bytes(self) -> int:
+        """Bytes of the distinct storages the ops touched (a freed block
+        reused at the same address counts once)."""
+        return sum(self._storages.values())
+
 
 def count_ops(fn: Callable[[], object]) -> Counter[str]:
     """ATen calls made by :obj:`fn`, per operator."""
+    return count_work(fn).counts
+
+
+def count_work(fn: Callable[[], object]) -> OpCounter:
+    """The :class:`OpCounter` of one call of :obj:`fn`: ops, bytes moved,
+    roofline FLOPs and working set."""
     counter = OpCounter()
     with counter:
         fn()
-    return counter.counts
+    return counter
 
 
 def count_flops(fn: Callable[[], object]) -> int:
@@ -165,7 +310,8 @@ def measure_work(case: "PreparedCase") -> WorkMetrics:
     """The work metrics of one step of :obj:`case` (three instrumented steps:
     op count, FLOPs, profiler; each on the same batch)."""
     run = case.run
-    ops = count_ops(case.step)
+    work = count_work(case.step)
+    ops = work.counts
     flops = count_flops(case.step)
     profiled = profile_work(case.step)
     counter = run.compile_counter
@@ -180,6 +326,8 @@ def measure_work(case: "PreparedCase") -> WorkMetrics:
         threads=torch.get_num_threads(),
         aten_ops=sum(ops.values()),
         flops=flops,
+        bytes_moved=work.bytes_moved,
+        gather_bytes=work.gather_bytes,
         bytes_allocated=profiled.bytes_allocated,
         peak_bytes=profiled.peak_bytes,
         profiled_ops=profiled.ops,
@@ -212,5 +360,6 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
             if base.get(name) != head.get(name)]
 
 
-__all__ = ["EXACT_FIELDS", "OpCounter", "ProfiledWork", "WorkMetrics", "compare_exact",
-           "count_flops", "count_ops", "measure_work", "profile_work", "work_metrics"]
+__all__ = ["EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "ProfiledWork", "WorkMetrics",
+           "compare_exact", "count_flops", "count_ops", "count_work", "op_flops", "op_traffic",
+           "tensor_bytes", "measure_work", "profile_work", "work_metrics"]

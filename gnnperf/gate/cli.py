@@ -138,7 +138,7 @@ def gate_command(args: argparse.Namespace) -> int:
     from gnnperf.data import split_datasets
     from gnnperf.gate.arms import checkout_top
     from gnnperf.gate.compare import GateOptions, run_gate
-    from gnnperf.report import write_atomic
+    from gnnperf.io import write_atomic
 
     for path, option in ((args.json, "--json"), (args.markdown, "--markdown")):
         if path is not None and not path.parent.resolve().is_dir():
@@ -185,7 +185,7 @@ def bisect_command(args: argparse.Namespace) -> int:
 
 def sensitivity_command(args: argparse.Namespace) -> int:
     from gnnperf.gate.sensitivity import StudySettings, evaluate, format_table, rejudge, run_study
-    from gnnperf.report import write_atomic
+    from gnnperf.io import write_atomic
 
     try:
         thresholds = [float(x) for x in args.thresholds.split(",")]

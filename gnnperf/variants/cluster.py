@@ -31,7 +31,7 @@ def cached_partition(edge_index: torch.Tensor, num_nodes: int, num_parts: int,
     start = time.perf_counter()
     parts = metis_partition(edge_index, num_nodes, num_parts, seed)
     seconds = time.perf_counter() - start
-    from gnnperf.report import write_atomic  # a concurrent run reads a whole file or none
+    from gnnperf.io import write_atomic  # a concurrent run reads a whole file or none
     path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save({"parts": parts.cpu(), "seconds": seconds}, buffer)
