@@ -183,3 +183,29 @@ class OffloadGpuIdle(_OffloadEpoch):
         return 100.0 - self.util["mean"]
 
     track_gpu_idle_pct.unit = "%"
+
+
+class Headroom(_PerVariant):
+    """How far a whole epoch (batch making included) is from this machine's
+    roofs: 100 minus its roofline % (:mod:`gnnperf.roofline`: the time the
+    epoch's counted FLOPs and bytes need at the roofs over its median time),
+    so a rise is the regression. The work is counted in one untimed epoch;
+    compiled variants count their eager equivalent (the same maths)."""
+
+    def make(self, cache, dataset, variant):
+        roofs = common.gnnperf_name("roofline.cached_roofs")(self.device)
+        count_work = common.gnnperf_name("workcount.count_work")
+        step_work = common.gnnperf_name("roofline.StepWork")
+        assess = common.gnnperf_name("roofline.assess")
+        prep = common.prepared(cache, dataset, variant, warm=True)
+        ops = count_work(lambda: common.timed_epoch(prep.run, self.device))
+        work = step_work(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes,
+                         len(prep.batches))
+        seconds = statistics.median(common.timed_epoch(prep.run, self.device)[0]
+                                    for _ in range(PROFILE.throughput_epochs))
+        self.headroom_pct = 100.0 - assess(work, seconds, roofs)["roofline_pct"]
+
+    def track_headroom_pct(self, cache, dataset, variant):
+        return round(self.headroom_pct, 2)
+
+    track_headroom_pct.unit = "%"

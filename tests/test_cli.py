@@ -37,6 +37,24 @@ def test_run_writes_table_json_and_plot(tmp_path, capsys, reuse_trained):
     assert all(r["cuda_peak_bytes"] is None for r in doc["results"])
     assert doc["comparison"][0]["speedup"] == 1.0
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Every step against this machine's roofs, recorded with the run.
+    assert env["roofs"]["peak_flops_per_s"] > 0 and env["roofs"]["threads"] == 1
+    for result in doc["results"]:
+        assert result["work"]["bytes_moved"] > 0, result["variant"]
+        assert 0 < result["roofline"]["roofline_pct"] <= 100, result["variant"]
+        assert result["roofline"]["bound"] in ("compute", "stream", "gather")
+    assert "roofline % (bound)" in table
+
+
+def test_roofs_command_prints_and_writes_the_cached_roofs(tmp_path, capsys, monkeypatch):
+    from gnnperf import roofline
+    monkeypatch.setattr(roofline, "CPU_LADDER", (2 ** 20,))
+    monkeypatch.setattr(roofline, "CPU_GEMM_SIZE", 128)
+    out = tmp_path / "roofs.json"
+    assert main(["roofs", "--refresh", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "GFLOP/s" in text and "gather GB/s by working set: 1 MiB" in text
+    assert json.loads(out.read_text())["stream_bytes_per_s"]["1048576"] > 0
 
 
 def test_plot_draws_one_point_per_variant(tmp_path):
@@ -204,6 +222,8 @@ def test_sampler_command_reports_throughput(tmp_path, capsys):
     result = doc["result"]
     assert result["sampler_edges_per_s"] > 0 and result["loader_edges_per_s"] > 0
     assert 0 < result["edges_per_batch"] <= 256 * 15 * (1 + 10)
+    assert result["loader_work"]["gather_bytes"] > 0 and result["gather_roof_pct"] > 0
+    assert doc["environment"]["roofs"]["gather_bytes_per_s"]
 
 
 def test_reference_variant_sets_the_ratios(tmp_path, capsys):

@@ -5,12 +5,19 @@ import itertools
 import pytest
 
 from gnnperf import report
+from gnnperf.measure import with_roofline
+from gnnperf.roofline import Roofs
 from gnnperf.variants import standard_variants
+
+
+ROOFS = Roofs("cpu", "test CPU", 1, "x", peak_flops_per_s=60e9,
+              stream_bytes_per_s={2 ** 20: 40e9, 2 ** 28: 12e9},
+              gather_bytes_per_s={2 ** 20: 30e9, 2 ** 28: 6e9}, measured_s=1.0)
 
 
 @pytest.fixture
 def results(trained):
-    return [trained(variant) for variant in standard_variants()]
+    return [with_roofline(trained(variant), ROOFS) for variant in standard_variants()]
 
 
 def _overlapping_labels(fig) -> list[tuple[str, str, str]]:
@@ -31,7 +38,7 @@ def _overlapping_labels(fig) -> list[tuple[str, str, str]]:
 
 def test_no_two_tick_labels_of_an_axis_overlap(results):
     # A log axis labelled at every 1..9 x 10^k printed "0.40.5 0.60.70.80.91".
-    for figure in (report.comparison_figure(results, "cora"),
+    for figure in (report.comparison_figure(results, "cora", ROOFS),
                    report.timeline_figure(results, "cora")):
         assert _overlapping_labels(figure) == []
 
@@ -46,3 +53,19 @@ def test_every_variant_has_its_own_marker_and_a_panel(results):
     assert legend is not None and legend.get_bbox_to_anchor().y1 < scatter.bbox.y0 + 1
     timeline = report.timeline_figure(results, "cora")
     assert sum(ax.get_visible() for ax in timeline.axes) == len(results)
+
+
+def test_the_roofline_panel_draws_every_variant_under_the_roofs(results):
+    fig = report.comparison_figure(results, "cora", ROOFS)
+    panel = fig.axes[1]
+    assert panel.get_visible() and panel.get_title().startswith("roofline: test CPU")
+    points = panel.collections
+    assert len(points) == len(results)
+    peak = ROOFS.peak_flops_per_s / 1e9
+    for point in points:  # achieved below the peak, each at its own look
+        (x, y), = point.get_offsets()
+        assert 0 < y <= peak and x > 0
+    assert len({(tuple(p.get_facecolor()[0]), p.get_paths()[0].vertices.tobytes())
+                for p in points}) == len(results)
+    # Without roofs the panel is left out, not drawn empty.
+    assert not report.comparison_figure(results, "cora").axes[1].get_visible()

@@ -1,0 +1,134 @@
+"""The roofline: bytes moved counted exactly, roofs measured once and cached,
+the roof that applies to a working set, and a run's steps held to them with
+the counting kept out of the timed epochs."""
+import json
+
+import pytest
+import torch
+
+from gnnperf import roofline
+from gnnperf.roofline import Roofs, StepWork, assess, cached_roofs
+from gnnperf.workcount import count_work
+
+MIB = 2 ** 20
+
+
+def test_bytes_moved_of_a_mm_and_an_index_select_are_their_operands_and_results():
+    x, weight = torch.randn(1000, 16), torch.randn(16, 8)
+    index = torch.randint(1000, (100,))
+    work = count_work(lambda: torch.index_select(x @ weight, 0, index))
+    assert dict(work.counts) == {"aten.mm": 1, "aten.index_select": 1}
+    mm = (1000 * 16 + 16 * 8 + 1000 * 8) * 4  # x and weight read, the product written
+    # 100 rows of 8 floats gathered (not the whole 1000-row table), the int64
+    # index read, 100 rows written.
+    gather = 100 * 8 * 4 + 100 * 8 + 100 * 8 * 4
+    assert work.bytes_moved == mm + gather
+    assert work.gather_bytes == gather
+    assert work.flops == 2 * 1000 * 16 * 8
+
+
+def test_views_move_nothing_and_an_in_place_scatter_touches_only_what_lands():
+    table = torch.zeros(10_000, 4)
+    source = torch.ones(50, 4)
+    index = torch.arange(50)
+    assert count_work(lambda: table.t().unsqueeze(0).expand(3, -1, -1)).bytes_moved == 0
+    work = count_work(lambda: table.index_add_(0, index, source))
+    # source and index read; 50 target rows read and written, not 10k.
+    assert work.bytes_moved == 50 * 4 * 4 + 50 * 8 + 2 * 50 * 4 * 4
+    assert work.gather_bytes == work.bytes_moved
+
+
+def test_a_sparse_product_counts_its_nonzeros_flops_not_a_dense_products():
+    adjacency = torch.eye(500).to_sparse_csr()
+    dense = torch.randn(500, 32)
+    work = count_work(lambda: adjacency @ dense)
+    assert work.flops == 2 * 500 * 32
+
+
+def _small_ladder(monkeypatch):
+    monkeypatch.setattr(roofline, "CPU_LADDER", (MIB, 4 * MIB))
+    monkeypatch.setattr(roofline, "CPU_GEMM_SIZE", 128)
+
+
+def test_roofs_are_positive_measured_once_and_cached(monkeypatch):
+    _small_ladder(monkeypatch)
+    measured = []
+    real = roofline.measure_roofs
+
+    def counting(device, *args, **kwargs):
+        measured.append(device)
+        return real(device, *args, **kwargs)
+    monkeypatch.setattr(roofline, "measure_roofs", counting)
+    cpu = torch.device("cpu")
+    first = cached_roofs(cpu)
+    assert first.peak_flops_per_s > 0
+    assert set(first.stream_bytes_per_s) == set(first.gather_bytes_per_s) == {MIB, 4 * MIB}
+    assert all(v > 0 for v in [*first.stream_bytes_per_s.values(),
+                               *first.gather_bytes_per_s.values()])
+    assert cached_roofs(cpu) == first and len(measured) == 1
+    # A corrupt cache file is measured again, as is --refresh.
+    path = roofline._cache_file(cpu)
+    path.write_text("{not json")
+    cached_roofs(cpu)
+    cached_roofs(cpu, refresh=True)
+    assert len(measured) == 3
+    assert Roofs.from_dict(json.loads(path.read_text())).threads == torch.get_num_threads()
+
+
+ROOFS = Roofs("cpu", "test", 1, "x", peak_flops_per_s=100e9,
+              stream_bytes_per_s={MIB: 40e9, 16 * MIB: 20e9, 256 * MIB: 10e9},
+              gather_bytes_per_s={MIB: 20e9, 16 * MIB: 10e9, 256 * MIB: 5e9}, measured_s=1.0)
+
+
+@pytest.mark.parametrize("working_set, stream", [
+    (MIB // 2, 40e9), (MIB, 40e9), (10 * MIB, 40e9), (16 * MIB, 20e9), (100 * MIB, 20e9),
+    (2 ** 40, 10e9)])
+def test_a_working_set_gets_the_fastest_roof_that_can_apply(working_set, stream):
+    # Between two ladder sizes the smaller one's (faster) roof: a roofline %
+    # is never flattered by a roof slower than the step's caches allow.
+    assert ROOFS.bandwidth("stream", working_set) == stream
+
+
+def test_a_step_at_its_roofs_scores_100_percent_and_half_as_fast_50():
+    # 1.2 GB streamed + 0.4 GB gathered from DRAM: 0.12 s + 0.08 s at the roofs.
+    memory = StepWork(flops=10 ** 9, bytes_moved=16 * 10 ** 8, gather_bytes=4 * 10 ** 8,
+                      working_set_bytes=2 ** 30, steps=1)
+    at_roof = assess(memory, 0.2, ROOFS)
+    assert at_roof["roofline_pct"] == pytest.approx(100)
+    assert at_roof["bound"] == "stream" and at_roof["intensity_flop_per_byte"] == pytest.approx(0.625)
+    assert assess(memory, 0.4, ROOFS)["roofline_pct"] == pytest.approx(50)
+    compute = StepWork(flops=10 ** 11, bytes_moved=10 ** 6, gather_bytes=0,
+                       working_set_bytes=MIB, steps=1)
+    assert assess(compute, 2.0, ROOFS)["bound"] == "compute"
+    assert assess(compute, 2.0, ROOFS)["roofline_pct"] == pytest.approx(50)
+
+
+def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch):
+    from gnnperf import measure, workcount
+    from gnnperf.variants import TrainConfig
+    counting = [False]
+    epochs = []  # per epoch: whether the op counter was on
+    real_enter, real_exit = workcount.OpCounter.__enter__, workcount.OpCounter.__exit__
+
+    def enter(self):
+        counting[0] = True
+        return real_enter(self)
+
+    def exit(self, *exc):
+        counting[0] = False
+        return real_exit(self, *exc)
+    real_epoch = measure._run_epoch
+
+    def run_epoch(*args, **kwargs):
+        epochs.append(counting[0])
+        return real_epoch(*args, **kwargs)
+    monkeypatch.setattr(workcount.OpCounter, "__enter__", enter)
+    monkeypatch.setattr(workcount.OpCounter, "__exit__", exit)
+    monkeypatch.setattr(measure, "_run_epoch", run_epoch)
+    result = measure.measure_variant("sampled", cora, TrainConfig(epochs=6), "cpu", 3)
+    assert epochs == [False, True, False, False, False, False]  # 3 warm-up, 3 timed
+    work = result.work
+    assert work["steps"] == result.steps_per_epoch and work["bytes_moved"] > work["gather_bytes"] > 0
+    assert work["working_set_bytes"] >= cora.x.numel() * 4  # the feature table is touched
+    measure.with_roofline(result, ROOFS)
+    assert 0 < result.roofline["roofline_pct"] < 100
