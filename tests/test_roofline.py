@@ -50,8 +50,9 @@ def _small_ladder(monkeypatch):
     monkeypatch.setattr(roofline, "CPU_GEMM_SIZE", 128)
 
 
-def test_roofs_are_positive_measured_once_and_cached(monkeypatch):
+def test_roofs_are_positive_measured_once_and_cached(monkeypatch, tmp_path):
     _small_ladder(monkeypatch)
+    monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path))  # not the run's cache: a fresh one
     measured = []
     real = roofline.measure_roofs
 
