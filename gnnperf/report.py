@@ -240,7 +240,9 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
              COLOURS[0]),
             (ax_memory, [r.step_peak_bytes / MIB for r in points], memory_label, COLOURS[1])):
         bars = bars_ax.bar(range(len(points)), values, color=colour, alpha=0.85)
-        bars_ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=7)
+        # 3 significant digits, without e-notation past 1000 ("2371", not "2.37e+03").
+        bars_ax.bar_label(bars, labels=[f"{v:.3g}" if v < 1000 else f"{v:.0f}" for v in values],
+                          fontsize=7)
         bars_ax.set_yscale("log")
         # Upright names: slanted ones' boxes overlap their neighbours'.
         bars_ax.set_xticks(range(len(points)), names, rotation=90, fontsize=8)
