@@ -105,10 +105,14 @@ class VariantResult:
             binomial standard errors: the variant learned nothing.
         work (dict): The work of the second (warm-up, untimed) epoch, batch
             making included (:class:`~gnnperf.roofline.StepWork`: roofline
-            FLOPs, bytes moved, gather bytes, working set, steps).
+            FLOPs, bytes moved, gather bytes, working set, steps), counted
+            eagerly (compiled code runs as its eager equivalent there);
+            :obj:`None` with fewer than 3 warm-up epochs
+            (:obj:`roofline_note` says so).
         roofline (dict): The steady epoch against this machine's roofs
             (:func:`~gnnperf.roofline.assess`), set by the caller that has
             the roofs; :obj:`None` until then.
+        roofline_note (str): Why :obj:`roofline` is :obj:`None`, if it is.
     """
     variant: str
     dataset: str
@@ -141,6 +145,7 @@ class VariantResult:
     compile_s: float | None = None
     work: dict | None = None
     roofline: dict | None = None
+    roofline_note: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -290,17 +295,16 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     steady_start = (0, 0, 0)
     try:
         for epoch in range(config.epochs):
-            # The second epoch, never timed, counts the work the roofline
-            # holds a steady epoch to (the counter slows it down 2-10x).
-            counting = _counted_work(counter) if epoch == 1 else contextlib.nullcontext()
             if epoch == warmup_epochs - 1:
                 # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
-                with counting as work_of_epoch:
-                    _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
-                        step_peak_bytes(step, device, held)), timeline=timeline)
-            elif epoch == 1:
-                with counting as work_of_epoch:
+                _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
+                    step_peak_bytes(step, device, held)), timeline=timeline)
+            elif epoch == COUNTED_EPOCH:
+                # Neither timed nor the memory epoch: the op counter (2-10x
+                # slower steps) counts the work the roofline holds steps to.
+                with _counted_work(counter) as work_of_epoch:
                     _run_epoch(run, counter, timeline=timeline)
+                work = work_of_epoch.to_dict()
             else:
                 # The GPU monitor samples the timed (steady) epochs only.
                 watching = monitor.active() if monitor and epoch >= warmup_epochs \
@@ -316,8 +320,6 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
                         graphs_after_first = run.compile_counter.graphs
                 elif epoch >= warmup_epochs:
                     epoch_times.append(seconds)
-            if epoch == 1:
-                work = work_of_epoch.to_dict()
             if epoch == warmup_epochs - 1:
                 steady_start = (counter.steps, counter.seeds, counter.edges)
             if on_epoch is not None:
@@ -387,7 +389,15 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         compile_s=(max(first_epoch_s - timing.median, 0.0) if compile_counter is not None
                    else None),
         work=work,
+        roofline_note="" if work is not None else (
+            f"no roofline with {warmup_epochs} warm-up epochs: the work is counted in a "
+            f"warm-up epoch apart from the first (timed) and the memory one; use --warmup 3"),
     )
+
+
+#: The warm-up epoch whose work is counted (epoch 0 is timed as the first
+#: epoch, the last warm-up one measures memory): runs need 3 warm-up epochs.
+COUNTED_EPOCH = 1
 
 
 @contextlib.contextmanager
@@ -398,7 +408,9 @@ def _counted_work(counter: _EpochCounter) -> Iterator[StepWork]:
     ops = OpCounter()
     steps_before = counter.steps
     work = StepWork(0, 0, 0, 0, 0)
-    with ops:
+    # Compiled frames cached by epoch 0 would run their fused kernels, which
+    # no dispatch mode sees: forced eager, they count the same maths' ops.
+    with torch.compiler.set_stance("force_eager"), ops:
         yield work
     work.flops, work.bytes_moved, work.gather_bytes = ops.flops, ops.bytes_moved, ops.gather_bytes
     work.working_set_bytes, work.steps = ops.working_set_bytes, counter.steps - steps_before
@@ -508,10 +520,8 @@ def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batch
     if roofs is not None:
         from gnnperf.roofline import assess
         from gnnperf.workcount import count_work
-        def one_batch() -> None:
-            if next(iterator, None) is None:  # the loader ran out: a fresh pass
-                next(iter(loader))
-        ops = count_work(one_batch)
+        # The first batch of a fresh pass: a full one (a pass's last can be short).
+        ops = count_work(lambda: next(iter(loader)))
         work = StepWork(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, 1)
         median_s = result.loader_batch_ms.median / 1e3
         result.loader_work = work.to_dict()

@@ -103,12 +103,14 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
         table.append([variant, "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 8))
     for variant, reason in (unavailable or {}).items():
         table.append([variant, "n/a", *[""] * 5, reason[:60]] + [""] * (len(headers) - 8))
+    text_note = ""
     if any(row["roofline_pct"] is not None for row in rows):
         text_note = ("roofline %: the time a step's counted FLOPs and bytes need at this "
                      "machine's roofs (gnnperf roofs) over its median time; the bound is what "
                      "limits it there")
-    else:
-        text_note = ""
+    notes = dict.fromkeys(r.roofline_note for r in results if r.roofline_note)
+    if notes:  # n/a roofline figures say why, once
+        text_note = "\n".join(([text_note] if text_note else []) + list(notes))
     text = tabulate(table, headers=headers, disable_numparse=True)
     if text_note:
         text += "\n" + text_note
@@ -262,7 +264,9 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
     peak GEMM FLOP/s, the copy bandwidth from DRAM and from cache, and the
     gather bandwidth from DRAM (:class:`~gnnperf.roofline.Roofs`)."""
     drawn = [(index, r) for index, r in enumerate(points) if r.roofline]
-    intensities = [r.roofline["intensity_flop_per_byte"] for _, r in drawn]
+    # Steps without FLOPs (intensity 0) have no place on a log axis: not drawn.
+    drawn = [(index, r) for index, r in drawn if r.roofline["intensity_flop_per_byte"] > 0]
+    intensities = [r.roofline["intensity_flop_per_byte"] for _, r in drawn] or [1.0]
     low, high = min(intensities) / 4, max(max(intensities) * 4, 2 * roofs.peak_flops_per_s
                                            / max(roofs.stream_bytes_per_s.values()))
     span = [low * (high / low) ** (i / 64) for i in range(65)]

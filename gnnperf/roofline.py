@@ -117,10 +117,12 @@ def _best_seconds(fn: Callable[[], object], device: torch.device, repeats: int,
     return min(timed(batch, device) for _ in range(repeats)) / calls
 
 
-def _calls(working_set: int) -> int:
+def _calls(working_set: int, device: torch.device) -> int:
     # Small copies take microseconds: timed singly, the timer's own cost and
-    # the first touch of the caches showed 1 MiB copies at 13 GB/s, 37 in a batch.
-    return max(1, 64 * MIB // working_set)
+    # the first touch of the caches showed 1 MiB copies at 13 GB/s, 37 in a
+    # batch. A GPU copies 4 MiB in about a kernel launch's time: 4 GiB of
+    # calls there, so launches overlap the work (unverified: no GPU yet).
+    return max(1, (4096 if device.type == "cuda" else 64) * MIB // working_set)
 
 
 def _gemm_flops_per_s(size: int, device: torch.device, generator: torch.Generator,
@@ -138,7 +140,7 @@ def _copy_bytes_per_s(working_set: int, device: torch.device, generator: torch.G
     source = torch.full((working_set // 2 // 4,), 0.5, device=device)
     target = torch.empty_like(source)
     return 2 * source.numel() * 4 / _best_seconds(lambda: target.copy_(source), device, repeats,
-                                                  _calls(working_set))
+                                                  _calls(working_set, device))
 
 
 def _gather_bytes_per_s(working_set: int, device: torch.device, generator: torch.Generator,
@@ -150,7 +152,7 @@ def _gather_bytes_per_s(working_set: int, device: torch.device, generator: torch
     gathered = torch.empty_like(table)
     moved = 2 * table.numel() * 4 + index.numel() * index.element_size()
     return moved / _best_seconds(lambda: torch.index_select(table, 0, index, out=gathered),
-                                 device, repeats, _calls(working_set))
+                                 device, repeats, _calls(working_set, device))
 
 
 def measure_roofs(device: torch.device, ladder: tuple[int, ...] | None = None,
@@ -186,7 +188,7 @@ def cached_roofs(device: torch.device, refresh: bool = False) -> Roofs:
     if not refresh and path.is_file():
         try:
             return Roofs.from_dict(json.loads(path.read_text()))
-        except (ValueError, TypeError, KeyError):  # a corrupt cache is measured again
+        except (ValueError, TypeError, KeyError, AttributeError):  # corrupt: measured again
             pass
     roofs = measure_roofs(device)
     path.parent.mkdir(parents=True, exist_ok=True)

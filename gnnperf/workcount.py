@@ -120,6 +120,8 @@ _OVERWRITES = frozenset({"aten.copy_", "aten.fill_", "aten.zero_", "aten.uniform
 _ALLOCATES = frozenset({"aten.empty", "aten.empty_like", "aten.new_empty",
                         "aten.empty_strided", "aten.new_empty_strided"})
 _SPARSE_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+#: Products that, with a sparse operand, are sparse-dense products: indexed.
+_PRODUCTS = frozenset({"aten.mm", "aten.addmm"})
 
 
 def tensor_bytes(tensor: torch.Tensor) -> int:
@@ -133,7 +135,15 @@ def tensor_bytes(tensor: torch.Tensor) -> int:
     if tensor.is_sparse:
         tensor = tensor if tensor.is_coalesced() else tensor.coalesce()
         return sum(t.numel() * t.element_size() for t in (tensor.indices(), tensor.values()))
-    return tensor.numel() * tensor.element_size()
+    # A broadcast dimension (stride 0, PyG's index.view(-1, 1).expand_as(src)
+    # for scatter) repeats the same bytes: only the others occupy memory.
+    distinct = 1
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        if stride != 0:
+            distinct *= size
+    if tensor.numel() == 0:
+        return 0
+    return min(distinct * tensor.element_size(), tensor.untyped_storage().nbytes())
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -152,6 +162,25 @@ def _sparse_operand(args) -> torch.Tensor | None:
                  and (a.is_sparse or a.layout in _SPARSE_COMPRESSED)), None)
 
 
+def _mutated_arguments(func, args, kwargs) -> list[torch.Tensor]:
+    """The tensors :obj:`func`'s schema marks as written (``Tensor(a!)``)."""
+    # OpOverload._schema is private; torchgen and FakeTensor read it the same
+    # way (tests/test_workcount.py's canary counts fused Adam's writes).
+    mutated = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in kwargs:
+            value = kwargs[argument.name]
+        elif position < len(args) and not argument.kwarg_only:
+            value = args[position]
+        else:
+            continue
+        if argument.name != "out":
+            mutated += _tensors(value)
+    return mutated
+
+
 def op_flops(name: str, func, args, kwargs, out) -> int:
     """FLOPs of one op for the roofline: FlopCounterMode's formula, except
     that a product with a sparse operand (or ``gnnperf::csr_mm``) does
@@ -159,11 +188,13 @@ def op_flops(name: str, func, args, kwargs, out) -> int:
     from torch.utils.flop_counter import flop_registry
     if name == "gnnperf.csr_mm":  # (crow, col, values, num_cols, dense)
         return 2 * args[1].numel() * args[4].size(-1)
-    sparse = _sparse_operand(args) if name in ("aten.mm", "aten.addmm") else None
+    sparse = _sparse_operand(args) if name in _PRODUCTS else None
     if sparse is not None:
         values = (sparse if sparse.layout in _SPARSE_COMPRESSED else sparse.coalesce()).values()
-        nnz = values.numel()
-        return 2 * nnz * out.size(-1)
+        # sparse @ dense: each stored value meets a row of the dense operand
+        # (out's columns); dense @ sparse: a column of it (out's rows).
+        width = out.size(-1) if sparse is args[-2] else out.size(0)
+        return 2 * values.numel() * width
     formula = flop_registry.get(func.overloadpacket)
     return int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
 
@@ -179,6 +210,10 @@ def op_traffic(name: str, func, args, kwargs, out) -> int:
     kwargs = dict(kwargs)
     written = kwargs.pop("out", None)
     outputs = _tensors(out)
+    returned = {id(t) for t in outputs}
+    # In-place ops that return nothing (fused Adam, the _foreach_*_ ops)
+    # write their mutated arguments all the same.
+    outputs += [t for t in _mutated_arguments(func, args, kwargs) if id(t) not in returned]
     out_bytes = sum(tensor_bytes(t) for t in outputs)
     inputs = []
     seen: set[int] = set()
@@ -222,7 +257,7 @@ class OpCounter(TorchDispatchMode):
         out = func(*args, **kwargs)
         moved = op_traffic(name, func, args, kwargs, out)
         self.bytes_moved += moved
-        if name in INDEXED_OPS:
+        if name in INDEXED_OPS or (name in _PRODUCTS and _sparse_operand(args) is not None):
             self.gather_bytes += moved
         self.flops += op_flops(name, func, args, kwargs, out)
         for tensor in _tensors((args, kwargs, out)):
