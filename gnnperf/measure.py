@@ -404,13 +404,12 @@ COUNTED_EPOCH = 1
 def _counted_work(counter: _EpochCounter) -> Iterator[StepWork]:
     """Counts the ops of the epoch run inside (:class:`~gnnperf.workcount.OpCounter`)
     and fills the yielded :class:`~gnnperf.roofline.StepWork` when it ends."""
-    from gnnperf.workcount import OpCounter
-    ops = OpCounter()
+    from gnnperf.workcount import OpCounter, eager_counting
     steps_before = counter.steps
     work = StepWork(0, 0, 0, 0, 0)
-    # Compiled frames cached by epoch 0 would run their fused kernels, which
-    # no dispatch mode sees: forced eager, they count the same maths' ops.
-    with torch.compiler.set_stance("force_eager"), ops:
+    # Compiled code is counted as the eager code it compiles, and stays
+    # compiled for the timed epochs after (eager_counting's stance).
+    with eager_counting(OpCounter()) as ops:
         yield work
     work.flops, work.bytes_moved, work.gather_bytes = ops.flops, ops.bytes_moved, ops.gather_bytes
     work.working_set_bytes, work.steps = ops.working_set_bytes, counter.steps - steps_before

@@ -18,11 +18,11 @@ step of a variant this module counts:
   at every nesting level, autograd nodes, compiled regions);
 * ``compiled_graphs``, ``graph_breaks`` and ``recompiles`` for compiled variants.
 
-Dynamo does not run compiled code under a Python dispatch mode: under the op
-and FLOP counters a compiled module runs its eager equivalent, so for compiled
-variants ``aten_ops`` and ``flops`` are those of the eager model (the same
-maths); ``profiled_ops`` and the memory figures come from the profiler, which
-sees the compiled code itself.
+Dynamo does not run compiled code under a Python dispatch mode: the op and
+FLOP counters run compiled code forced eager (:func:`eager_counting`), so for
+compiled variants ``aten_ops``, ``flops`` and ``bytes_moved`` are those of the
+eager code they compile (the same maths); ``profiled_ops`` and the memory
+figures come from the profiler, which sees the compiled code itself.
 
 With a fixed seed, thread count and batch these are identical on every run, so
 any change is a structural change of the step. Everything here returns data
@@ -32,6 +32,7 @@ use it on an older checkout.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -278,6 +279,18 @@ class OpCounter(TorchDispatchMode):
         return sum(self._storages.values())
 
 
+@contextlib.contextmanager
+def eager_counting(mode):
+    """Enters the dispatch :obj:`mode` with compiled code forced eager
+    (``torch.compiler.set_stance("force_eager")``, torch >= 2.6): Dynamo
+    does not run compiled frames under a dispatch mode, and without the
+    stance it skipped the frame for good, so every later step of the run
+    ran eager (a compiled step timed after a work count was an eager one)."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    with (stance("force_eager") if stance is not None else contextlib.nullcontext()), mode:
+        yield mode
+
+
 def count_ops(fn: Callable[[], object]) -> Counter[str]:
     """ATen calls made by :obj:`fn`, per operator."""
     return count_work(fn).counts
@@ -286,8 +299,7 @@ def count_ops(fn: Callable[[], object]) -> Counter[str]:
 def count_work(fn: Callable[[], object]) -> OpCounter:
     """The :class:`OpCounter` of one call of :obj:`fn`: ops, bytes moved,
     roofline FLOPs and working set."""
-    counter = OpCounter()
-    with counter:
+    with eager_counting(OpCounter()) as counter:
         fn()
     return counter
 
@@ -296,8 +308,7 @@ def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs of :obj:`fn` as :class:`FlopCounterMode` counts them."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    mode = FlopCounterMode(display=False)
-    with mode:
+    with eager_counting(FlopCounterMode(display=False)) as mode:
         fn()
     return int(mode.get_total_flops())
 
@@ -396,5 +407,5 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
 
 
 __all__ = ["EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "ProfiledWork", "WorkMetrics",
-           "compare_exact", "count_flops", "count_ops", "count_work", "op_flops", "op_traffic",
+           "compare_exact", "count_flops", "count_ops", "count_work", "eager_counting", "op_flops", "op_traffic",
            "tensor_bytes", "measure_work", "profile_work", "work_metrics"]
