@@ -115,7 +115,8 @@ def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora, mon
     row = report.comparison_rows([result])[0]
     assert row["gpu_util_pct"] is None and row["gpu_power_w"] is None
     table = report.format_table([result])
-    assert table.splitlines()[-1].rstrip().endswith("n/a                    n/a")
+    row = next(line for line in table.splitlines() if line.startswith("sampled"))
+    assert row.rstrip().endswith("n/a                    n/a")
 
 
 def test_timeline_and_summary_charts(cora, tmp_path):
