@@ -131,7 +131,7 @@ def _run_argv(json_name: str, dataset: Callable[[Plan], str], epochs: Callable[[
               extra: Callable[[Plan], list[str]] = lambda plan: []) -> Callable[[Plan], list]:
     def argv(plan: Plan) -> list[str]:
         return ["-m", "gnnperf", "run", "--device", plan.device, "--dataset", dataset(plan),
-                "--epochs", str(epochs(plan)), "--warmup", "2", "--no-progress",
+                "--epochs", str(epochs(plan)), "--warmup", "3", "--no-progress",
                 "--json", str(plan.out / json_name), *extra(plan)]
     return argv
 
@@ -201,7 +201,7 @@ def _allreduce_share(result: dict) -> list[str]:
 def _ddp_argv(plan: Plan) -> list[str]:
     return ["-m", "gnnperf", "run", "--device", plan.device, "--dataset", "cora",
             "--variants", "ddp,sampled+ddp", "--world-size", "2", "--epochs", "8",
-            "--warmup", "2", "--no-progress", "--json", str(plan.out / "ddp.json")]
+            "--warmup", "3", "--no-progress", "--json", str(plan.out / "ddp.json")]
 
 
 def _head() -> str:
