@@ -199,8 +199,7 @@ class Headroom(_PerVariant):
         assess = common.gnnperf_name("roofline.assess")
         prep = common.prepared(cache, dataset, variant, warm=True)
         ops = count_work(lambda: common.timed_epoch(prep.run, self.device))
-        work = step_work(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes,
-                         len(prep.batches))
+        work = step_work.of(ops, len(prep.batches))
         seconds = statistics.median(common.timed_epoch(prep.run, self.device)[0]
                                     for _ in range(PROFILE.throughput_epochs))
         self.headroom_pct = 100.0 - assess(work, seconds, roofs)["roofline_pct"]

@@ -302,9 +302,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
             elif epoch == COUNTED_EPOCH:
                 # Neither timed nor the memory epoch: the op counter (2-10x
                 # slower steps) counts the work the roofline holds steps to.
-                with _counted_work(counter) as work_of_epoch:
-                    _run_epoch(run, counter, timeline=timeline)
-                work = work_of_epoch.to_dict()
+                work = _counted_epoch(run, counter, timeline).to_dict()
             else:
                 # The GPU monitor samples the timed (steady) epochs only.
                 watching = monitor.active() if monitor and epoch >= warmup_epochs \
@@ -400,19 +398,15 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
 COUNTED_EPOCH = 1
 
 
-@contextlib.contextmanager
-def _counted_work(counter: _EpochCounter) -> Iterator[StepWork]:
-    """Counts the ops of the epoch run inside (:class:`~gnnperf.workcount.OpCounter`)
-    and fills the yielded :class:`~gnnperf.roofline.StepWork` when it ends."""
+def _counted_epoch(run: TrainingRun, counter: _EpochCounter,
+                   timeline: MemoryTimeline) -> StepWork:
+    """One epoch under the op counter: its work (compiled code counted as
+    the eager code it compiles, and compiled again after: eager_counting)."""
     from gnnperf.workcount import OpCounter, eager_counting
     steps_before = counter.steps
-    work = StepWork(0, 0, 0, 0, 0)
-    # Compiled code is counted as the eager code it compiles, and stays
-    # compiled for the timed epochs after (eager_counting's stance).
     with eager_counting(OpCounter()) as ops:
-        yield work
-    work.flops, work.bytes_moved, work.gather_bytes = ops.flops, ops.bytes_moved, ops.gather_bytes
-    work.working_set_bytes, work.steps = ops.working_set_bytes, counter.steps - steps_before
+        _run_epoch(run, counter, timeline=timeline)
+    return StepWork.of(ops, counter.steps - steps_before)
 
 
 def with_roofline(result: VariantResult, roofs) -> VariantResult:
@@ -520,8 +514,7 @@ def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batch
         from gnnperf.roofline import assess
         from gnnperf.workcount import count_work
         # The first batch of a fresh pass: a full one (a pass's last can be short).
-        ops = count_work(lambda: next(iter(loader)))
-        work = StepWork(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, 1)
+        work = StepWork.of(count_work(lambda: next(iter(loader))), 1)
         median_s = result.loader_batch_ms.median / 1e3
         result.loader_work = work.to_dict()
         result.loader_roofline = assess(work, median_s, roofs)

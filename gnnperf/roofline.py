@@ -207,6 +207,11 @@ class StepWork:
     working_set_bytes: int
     steps: int
 
+    @classmethod
+    def of(cls, ops, steps: int) -> "StepWork":
+        """What an :class:`~gnnperf.workcount.OpCounter` counted over :obj:`steps` steps."""
+        return cls(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, steps)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
