@@ -1,13 +1,22 @@
-"""Sparse-adjacency aggregation and exact trimming give the same outputs."""
+"""Sparse-adjacency aggregation and exact trimming give the same outputs, for
+every model that combines with them."""
 import pytest
 import torch
 
 from gnnperf.data import load_dataset
 from gnnperf.errors import GnnperfError
-from gnnperf.models import SparseAdjacency
+from gnnperf.models import BLOCKS, FIXED_AGGREGATION, MODELS, SparseAdjacency
 from gnnperf.variants import TrainConfig, get_variant
 
 CPU = torch.device("cpu")
+#: The models sparse aggregation applies to (a fixed sparse matrix: not GAT).
+SPARSE_MODELS = [m for m, spec in MODELS.items() if spec.has(FIXED_AGGREGATION)]
+TRIMMED_MODELS = [m for m, spec in MODELS.items() if spec.has(BLOCKS)]
+
+
+def _per_model(models, layers=(2, 3)):
+    """(model, layers): GCN at every depth, the other models at the first."""
+    return [(m, n) for m in models for n in (layers if m == "gcn" else layers[:1])]
 
 
 def _outputs(variant, data, config, state=None):
@@ -29,35 +38,38 @@ def graph():
     return load_dataset("synthetic:nodes=5000,degree=12,features=32,classes=5,hubs=1.0")
 
 
-@pytest.mark.parametrize("layers", [2, 3])
-def test_sparse_full_batch_equals_edge_index(graph, layers):
-    config = TrainConfig(hidden=64, layers=layers)
+@pytest.mark.parametrize("model,layers", _per_model(SPARSE_MODELS))
+def test_sparse_full_batch_equals_edge_index(graph, model, layers):
+    config = TrainConfig(hidden=64, layers=layers, model=model)
     reference, _, state = _outputs("baseline", graph, config)
     sparse, batch, _ = _outputs("sparse", graph, config, state)
     assert isinstance(batch.graph, SparseAdjacency)
     assert torch.allclose(sparse, reference, atol=1e-5)
 
 
-@pytest.mark.parametrize("variant", ["sampled+trimmed", "sampled+sparse+trimmed", "sampled+sparse"])
-@pytest.mark.parametrize("layers", [2, 3])
-def test_trimmed_seed_outputs_equal_untrimmed(graph, variant, layers):
-    config = TrainConfig(hidden=32, layers=layers, fanout=(10, 5), batch_size=64)
+@pytest.mark.parametrize("variant,model,layers", [
+    (variant, model, layers) for variant in ("sampled+trimmed", "sampled+sparse+trimmed", "sampled+sparse")
+    for model, layers in _per_model(SPARSE_MODELS if "sparse" in variant else TRIMMED_MODELS)])
+def test_trimmed_seed_outputs_equal_untrimmed(graph, variant, model, layers):
+    config = TrainConfig(hidden=32, layers=layers, fanout=(10, 5), batch_size=64, model=model)
     reference, ref_batch, state = _outputs("sampled", graph, config)
     trimmed, batch, _ = _outputs(variant, graph, config, state)
     seeds = batch.num_seeds
     assert seeds == ref_batch.num_seeds and torch.equal(batch.x, ref_batch.x)
     assert torch.allclose(trimmed[:seeds], reference[:seeds], atol=1e-5)
-    if "trimmed" in variant:
+    if get_variant(variant).uses("trimmed"):
         # Trimming really drops work: later layers read fewer nodes and edges.
         sources = [layer.num_sources for layer in batch.layers]
         assert sources == sorted(sources, reverse=True) and sources[-1] < sources[0]
 
 
-@pytest.mark.parametrize("variant", ["trimmed", "sparse+trimmed"])
-@pytest.mark.parametrize("layers", [2, 3])
-def test_full_batch_trimming_gives_the_full_graph_loss_and_gradients(variant, layers):
+@pytest.mark.parametrize("variant,model,layers", [
+    (variant, model, layers) for variant in ("trimmed", "sparse+trimmed")
+    for model, layers in _per_model(SPARSE_MODELS if variant == "sparse+trimmed"
+                                    else TRIMMED_MODELS)])
+def test_full_batch_trimming_gives_the_full_graph_loss_and_gradients(variant, model, layers):
     data = load_dataset("synthetic:nodes=3000,degree=4,features=16,classes=4")
-    config = TrainConfig(hidden=16, layers=layers, dropout=0.0)
+    config = TrainConfig(hidden=16, layers=layers, dropout=0.0, model=model)
     runs = [get_variant(v).build(data, config, CPU) for v in ("baseline", variant)]
     runs[1].model.load_state_dict(runs[0].model.state_dict())
     batch = next(iter(runs[1].batches()))
@@ -102,8 +114,9 @@ def test_sparse_gradients_equal_edge_index_on_a_directed_graph():
         assert torch.allclose(sparse, reference, rtol=1e-4, atol=1e-5)
 
 
-def test_trimmed_training_gradients_match(graph):
-    config = TrainConfig(hidden=16, fanout=(8, 4), batch_size=128, dropout=0.0)
+@pytest.mark.parametrize("model", TRIMMED_MODELS)
+def test_trimmed_training_gradients_match(graph, model):
+    config = TrainConfig(hidden=16, fanout=(8, 4), batch_size=128, dropout=0.0, model=model)
     runs = [get_variant(v).build(graph, config, CPU) for v in ("sampled", "sampled+trimmed")]
     runs[1].model.load_state_dict(runs[0].model.state_dict())
     losses = [[float(run.step(batch)) for batch in run.batches()] for run in runs]

@@ -9,6 +9,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, UnknownVariant
+from gnnperf.models import MODELS, ModelSpec, get_model
 from gnnperf.variants.amp import Amp
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
@@ -77,8 +78,23 @@ class Variant:
         """Whether its steps train on sampled subgraphs rather than the full graph."""
         return any(t.makes_batches for t in self.techniques)
 
+    def cannot_run_with(self, model: ModelSpec) -> str | None:
+        """Why this variant cannot train :obj:`model`, in one line naming
+        the fix, or None when it can."""
+        for technique in self.techniques:
+            for capability in technique.needs_model:
+                if not model.has(capability):
+                    able = [m for m, spec in MODELS.items() if spec.has(capability)]
+                    return (f"{technique.name} cannot run with model {model.name}: "
+                            f"{model.why_not(capability)}; drop {technique.name} from "
+                            f"{self.name}, or use --model {','.join(able)}")
+        return None
+
     def build(self, data: Data, config: TrainConfig, device: torch.device) -> TrainingRun:
         """A training run for this variant, seeded by :obj:`config.seed`."""
+        reason = self.cannot_run_with(get_model(config.model))
+        if reason:
+            raise GnnperfError(reason)
         torch.manual_seed(config.seed)
         on_host = any(t.keeps_data_on_host for t in self.techniques)
         run = TrainingRun(data, config, device,

@@ -15,7 +15,7 @@ from torch_geometric.data import Data
 
 from gnnperf.distributed import Shard
 from gnnperf.errors import GnnperfError
-from gnnperf.models import GCN, LayerGraph, normalize_graph
+from gnnperf.models import DEFAULT_MODEL, LayerGraph, ModelSpec, get_model
 
 
 AMP_DTYPES = ("auto", "bf16", "fp16")
@@ -26,6 +26,8 @@ class TrainConfig:
     r"""Hyper-parameters of a training run (the PyG GCN tutorial's by default).
 
     Args:
+        model (str): The model (:func:`gnnperf.models.get_model`): ``gcn``,
+            ``sage``, ``gat``, ``gin`` or ``module:callable``.
         epochs (int): Training epochs, warm-up included.
         hidden (int): Hidden width.
         layers (int): Number of GCN layers.
@@ -56,6 +58,7 @@ class TrainConfig:
         seed (int): Seed of model, dropout, shuffling and sampling.
     """
     epochs: int = 200
+    model: str = DEFAULT_MODEL
     hidden: int = 16
     layers: int = 2
     dropout: float = 0.5
@@ -87,6 +90,7 @@ class TrainConfig:
     seed: int = 0
 
     def validate(self) -> None:
+        get_model(self.model)  # an unknown name or an import path that fails: named
         if self.epochs < 1:
             raise GnnperfError(f"epochs must be >= 1, got {self.epochs}")
         if self.hidden < 1 or self.layers < 1:
@@ -195,8 +199,10 @@ class TrainingRun:
         # on the host and moves batches (offload).
         self.data = data.to(data_device or device)
         num_classes = int(data.y.max()) + 1
-        self.model = GCN(data.num_features, config.hidden, num_classes, config.layers,
-                         config.dropout).to(device)
+        #: The model's registry entry: how it wants the graph, what it lacks.
+        self.model_spec: ModelSpec = get_model(config.model)
+        self.model = self.model_spec.build(data.num_features, config.hidden, num_classes,
+                                           config.layers, config.dropout).to(device)
         # Fused Adam: one kernel per step instead of a dozen ops per parameter
         # (Cora, sparse features: 2.85 -> 2.35 ms per step).
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
@@ -238,12 +244,17 @@ class TrainingRun:
         """Whether a batch technique of the variant makes the batches."""
         return any(t.makes_batches for t in self.techniques)
 
+    def prepare_graph(self, edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor | None]:
+        """A (sub)graph as the model reads it (:attr:`ModelSpec.prepare_graph`:
+        GCN's normalisation and self-loops, SAGE's mean weights, ...)."""
+        return self.model_spec.prepare_graph(edge_index, num_nodes)
+
     # Hooks -----------------------------------------------------------------
     def full_graph(self) -> tuple[Tensor, Tensor | None]:
-        """The whole graph, normalised once (and transformed) for reuse."""
+        """The whole graph, prepared once (and transformed) for reuse."""
         if self._full_graph is None:
             num_nodes = self.data.num_nodes
-            edge_index, edge_weight = normalize_graph(self.data.edge_index, num_nodes)
+            edge_index, edge_weight = self.prepare_graph(self.data.edge_index, num_nodes)
             self._full_graph = self.graph_transform(edge_index, edge_weight, num_nodes, num_nodes)
         return self._full_graph
 
@@ -356,6 +367,9 @@ class Technique:
     # optimiser update as one graph), or None if it may. Then only the forward
     # is compiled.
     step_untraceable_because: ClassVar[str | None] = None
+    # Capabilities it needs of the model (gnnperf.models: BLOCKS, ...); a
+    # model lacking one cannot run it, for the reason the model gives.
+    needs_model: ClassVar[tuple[str, ...]] = ()
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError

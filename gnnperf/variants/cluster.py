@@ -11,7 +11,6 @@ import torch
 from gnnperf.data import cache_dir, tensor_digest
 from gnnperf.errors import GnnperfError
 from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
-from gnnperf.models import normalize_graph
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -87,7 +86,7 @@ class Cluster(Technique):
 
         def batches() -> Iterable[Batch]:
             for sub, loss_nodes in subgraphs():
-                edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
+                edge_index, edge_weight = run.prepare_graph(sub.edge_index, sub.num_nodes)
                 yield run.induced_batch(sub.node_ids, edge_index, edge_weight,
                                         sub.edge_ids.numel(), loss_nodes)
 

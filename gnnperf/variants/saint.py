@@ -11,7 +11,7 @@ from typing import Iterable
 import torch
 
 from gnnperf.graph_sampling import RandomWalkSampler
-from gnnperf.models import normalize_graph
+from gnnperf.models import EDGE_WEIGHTS
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -53,7 +53,7 @@ class Saint(Technique):
     def apply(self, run: TrainingRun) -> None:
         config, data = run.config, run.data
         num_nodes = data.num_nodes
-        graph, weight = normalize_graph(data.edge_index, num_nodes)
+        graph, weight = run.prepare_graph(data.edge_index, num_nodes)
         shard = run.shard
         # ddp: independent walks on every rank (seeded seed + rank).
         sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots_for(num_nodes),
@@ -85,7 +85,15 @@ class Saint(Technique):
                   f"{norm.unseen_nodes:.2%} of the nodes were in none of the "
                   f"{norm.num_samples} pre-sampled subgraphs (they keep unnormalised "
                   f"weights); raise --saint-max-coverage", file=sys.stderr)
-        edge_weight = weight * edge_norm
+        # The aggregator normalisation weighs each edge (GCN's weights, SAGE's
+        # mean, GIN's plain sum times C_v / C_uv); a model whose aggregation
+        # takes no weights (GAT's attention) keeps the loss normalisation only.
+        if run.model_spec.has(EDGE_WEIGHTS):
+            edge_weight = edge_norm if weight is None else weight * edge_norm
+            run.stats["saint_aggregator_norm"] = True
+        else:
+            edge_weight = None
+            run.stats["saint_aggregator_norm"] = False
         loss_scale = num_nodes / int(data.train_mask.sum())
         steps = max(1, math.ceil(num_nodes / first))
         if shard is not None and shard.world_size > 1:
@@ -103,7 +111,8 @@ class Saint(Technique):
             for _ in range(steps):
                 sub = sampler.sample()
                 yield run.induced_batch(
-                    sub.node_ids, sub.edge_index, edge_weight.index_select(0, sub.edge_ids),
+                    sub.node_ids, sub.edge_index,
+                    None if edge_weight is None else edge_weight.index_select(0, sub.edge_ids),
                     sub.edge_ids.numel(),
                     loss_weight=lambda ids: node_norm.index_select(0, ids) * loss_scale)
 

@@ -7,7 +7,6 @@ from typing import Iterable
 from torch_geometric.data import Data
 
 from gnnperf.distributed import ShardedBatches
-from gnnperf.models import normalize_graph
 from gnnperf.sampling import make_neighbor_loader
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
@@ -36,8 +35,8 @@ class Sampled(Technique):
 
         def batches() -> Iterable[Batch]:
             for sub in loader:
-                # Normalised per subgraph: cached full-graph weights would be wrong here.
-                edge_index, edge_weight = normalize_graph(sub.edge_index, sub.num_nodes)
+                # Prepared per subgraph: cached full-graph weights would be wrong here.
+                edge_index, edge_weight = run.prepare_graph(sub.edge_index, sub.num_nodes)
                 yield run.subgraph_batch(Batch(
                     sub.x, edge_index, edge_weight, sub.y, slice(0, sub.batch_size),
                     num_seeds=sub.batch_size, num_edges=sub.edge_index.size(1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gnnperf.models import SparseAdjacency
+from gnnperf.models import FIXED_AGGREGATION, SparseAdjacency
 from gnnperf.variants.base import Technique, TrainingRun
 
 
@@ -30,6 +30,8 @@ class Sparse(Technique):
     ``torch.library`` custom op, so ``torch.compile`` traces the whole model."""
     name = "sparse"
     order = 11  # only sets a hook: placed after sampled for the name's sake
+    # GCN's normalised adjacency, SAGE's row-normalised one, GIN's plain one.
+    needs_model = (FIXED_AGGREGATION,)
 
     def apply(self, run: TrainingRun) -> None:
         run.graph_transform = to_sparse_adjacency

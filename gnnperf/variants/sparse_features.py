@@ -3,7 +3,7 @@ dropout on its stored values only and the first layer as a sparse-dense
 product (Cora: 49k stored values instead of 3.9M entries)."""
 from __future__ import annotations
 
-from gnnperf.models import SparseFeatures, store_transposed
+from gnnperf.models import BLOCKS, SparseFeatures, store_transposed
 from gnnperf.variants.base import Technique, TrainingRun
 
 # Below this density the CSR product and the value-only dropout do less work
@@ -23,6 +23,7 @@ class SparseFeaturesTechnique(Technique):
     """
     name = "sparse_features"
     order = 14  # after the batch techniques and trimming: it rewrites their batches
+    needs_model = (BLOCKS,)  # the first block's projection multiplies them
 
     def apply(self, run: TrainingRun) -> None:
         x = run.data.x

@@ -9,7 +9,7 @@ import time
 import torch
 from torch import Tensor
 
-from gnnperf.models import LayerGraph, normalize_graph
+from gnnperf.models import BLOCKS, LayerGraph
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -36,10 +36,11 @@ def receptive_field(edge_index: Tensor, seeds: Tensor, num_nodes: int,
 
 
 class Trimmed(Technique):
-    """Normalises once on the whole graph (or sampled subgraph), then hands
+    """Prepares the whole graph (or sampled subgraph) once, then hands
     layer i the weighted edges into the nodes within :obj:`layers - 1 - i`
-    hops of the loss nodes. Trimming with :class:`GCNConv` normalising inside
-    would change the degrees, and the outputs, of the trimmed graph.
+    hops of the loss nodes. Trimming with a conv normalising inside (GCN's
+    degrees, SAGE's mean) would change the outputs of the trimmed graph;
+    attention (GAT) is a softmax over a target's in-edges, all kept.
 
     Full batch, the training nodes' receptive field is relabelled once (hop
     by hop) into one batch every epoch reuses, recorded as
@@ -53,6 +54,7 @@ class Trimmed(Technique):
     # The batches it can trim: neighbor-sampled ones carry their hops
     # (GraphSAINT's and Cluster-GCN's subgraphs do not), or the full graph.
     allowed_batch_makers = ("sampled",)
+    needs_model = (BLOCKS,)  # hands each layer block its own graph
 
     @classmethod
     def standard_variant(cls) -> str:
@@ -67,7 +69,7 @@ class Trimmed(Technique):
             # Sorted by target, the edges into the first n nodes are a prefix.
             order = torch.argsort(target, stable=True)
             edge_index = edge_index.index_select(1, order)
-            edge_weight = edge_weight.index_select(0, order)
+            edge_weight = None if edge_weight is None else edge_weight.index_select(0, order)
             edges_into = torch.cumsum(torch.bincount(target, minlength=batch.x.size(0)), 0)
             nodes_within = list(itertools.accumulate(batch.num_sampled_nodes))
             layers = []
@@ -76,7 +78,8 @@ class Trimmed(Technique):
                 num_targets = nodes_within[num_layers - 1 - i]
                 num_edges = int(edges_into[num_targets - 1])
                 graph, weight = run.graph_transform(edge_index[:, :num_edges],
-                                                    edge_weight[:num_edges],
+                                                    None if edge_weight is None
+                                                    else edge_weight[:num_edges],
                                                     num_targets, num_sources)
                 layers.append(LayerGraph(graph, weight, num_sources, num_targets))
             batch.layers = layers
@@ -98,7 +101,7 @@ class Trimmed(Technique):
         data = run.data
         nodes, per_hop = receptive_field(data.edge_index, run.train_nodes, data.num_nodes,
                                          num_layers)
-        edge_index, edge_weight = normalize_graph(data.edge_index, data.num_nodes)
+        edge_index, edge_weight = run.prepare_graph(data.edge_index, data.num_nodes)
         local = torch.full((data.num_nodes,), -1, dtype=torch.long, device=nodes.device)
         local[nodes] = torch.arange(nodes.numel(), device=nodes.device)
         # Edges into nodes within num_layers - 1 hops: all a layer reads.
@@ -106,6 +109,7 @@ class Trimmed(Technique):
         keep = (target >= 0) & (target < nodes.numel() - per_hop[-1])
         edge_index = local[edge_index[:, keep]]
         seeds = per_hop[0]
-        return Batch(data.x.index_select(0, nodes), edge_index, edge_weight[keep],
+        return Batch(data.x.index_select(0, nodes), edge_index,
+                     None if edge_weight is None else edge_weight[keep],
                      data.y.index_select(0, nodes), slice(0, seeds), num_seeds=seeds,
                      num_edges=int(keep.sum()), num_sampled_nodes=per_hop)

@@ -1,51 +1,40 @@
-"""The PyG tutorial's GCN on Cora as a reader would copy it: the reference the
-fast paths are measured against (``--reference tutorial``)."""
+"""Each model's reference as a reader would copy it: for GCN the PyG
+tutorial's model, for SAGE, GAT and GIN PyG's own ``torch_geometric.nn.models``
+class, trained plainly (``--reference tutorial``)."""
 from __future__ import annotations
 
 from typing import Iterable
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
-from torch_geometric.nn import GCNConv
 
+from gnnperf.models import REFERENCE
+from gnnperf.models.references import TutorialGCN
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
-class TutorialGCN(torch.nn.Module):
-    """Two :class:`GCNConv` layers that normalise the graph inside (self-loops
-    and degrees every call), a ReLU between them and no dropout: the PyG
-    introduction's model, unchanged."""
-
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int) -> None:
-        super().__init__()
-        self.conv1 = GCNConv(in_channels, hidden_channels)
-        self.conv2 = GCNConv(hidden_channels, out_channels)
-
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        x = F.relu(self.conv1(x, edge_index))
-        return self.conv2(x, edge_index)
-
-
 class Tutorial(Technique):
-    r"""Replaces the model and the step's inputs by the tutorial's:
-    :class:`TutorialGCN` (hidden width from the config, dropout ignored as the
-    tutorial has none), Adam with the config's learning rate and weight decay,
-    the raw :obj:`edge_index` and the boolean training mask indexing the loss.
+    r"""Replaces the model and the step's inputs by the reference's: the
+    model's :attr:`~gnnperf.models.ModelSpec.reference` (for GCN
+    :class:`TutorialGCN`, hidden width from the config, no dropout as the
+    tutorial has none), plain Adam with the config's learning rate and
+    weight decay, the raw :obj:`edge_index` (the reference normalises and
+    adds self-loops inside) and the boolean training mask indexing the loss.
     It is a reference, not an optimisation: it combines with nothing.
     """
     name = "tutorial"
     order = 0
     combines = False
+    needs_model = (REFERENCE,)
 
     def apply(self, run: TrainingRun) -> None:
         data, config = run.data, run.config
-        run.model = TutorialGCN(data.num_features, config.hidden,
-                                int(data.y.max()) + 1).to(run.device)
+        run.model = run.model_spec.reference(data.num_features, config.hidden,
+                                             int(data.y.max()) + 1, config.layers,
+                                             config.dropout).to(run.device)
         run.optimizer = torch.optim.Adam(run.model.parameters(), lr=config.lr,
                                          weight_decay=config.weight_decay)
         run.forward = run.model
-        # Evaluation too reads the raw edges: the tutorial's GCNConv normalises.
+        # Evaluation too reads the raw edges: the reference prepares them itself.
         run.full_graph = lambda: (data.edge_index, None)
 
         def batches() -> Iterable[Batch]:
@@ -54,3 +43,6 @@ class Tutorial(Technique):
                         num_edges=data.edge_index.size(1))
 
         run.batches = batches
+
+
+__all__ = ["Tutorial", "TutorialGCN"]

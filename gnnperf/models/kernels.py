@@ -1,32 +1,20 @@
-"""The GCN, built from blocks that activation checkpointing can wrap whole."""
+"""The kernels every model shares: CPU dropout from 15-bit random lanes, and
+CSR matrices (sparse features, sparse adjacency) multiplied by dense ones
+through one ``torch.library`` op that ``torch.compile`` compiles around."""
 from __future__ import annotations
 
 import copy
 import math
 import warnings
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
-from torch_geometric.nn import GCNConv
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.typing import Adj, OptTensor
 
 from gnnperf.errors import GnnperfError
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-
-
-def normalize_graph(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    """Adds self-loops and computes GCN's symmetric edge weights once.
-
-    Doing this outside :class:`GCNConv` keeps the data-dependent
-    ``add_remaining_self_loops`` out of the model, so ``torch.compile`` sees
-    one graph with no breaks.
-    """
-    return gcn_norm(edge_index, None, num_nodes, add_self_loops=True)
 
 
 # Dropout's keep-mask on CPU is drawn from 15-bit lanes of int32 random bits:
@@ -320,112 +308,3 @@ def store_transposed(weight: torch.nn.Parameter) -> None:
     (otherwise two transposing copies per Cora step, 75 + 54 us). Fused Adam
     copies such a parameter once per step (53 us), which is less."""
     weight.data = weight.data.t().contiguous().t()
-
-
-class _GCNConv(GCNConv):
-    def forward(self, x: Tensor, edge_index: Adj | SparseAdjacency,
-                edge_weight: OptTensor = None, num_targets: int | None = None) -> Tensor:
-        if isinstance(edge_index, SparseAdjacency) or (
-                num_targets is not None and num_targets != x.size(0)):
-            return self.aggregate_projected(self.lin(x), edge_index, edge_weight, num_targets)
-        return super().forward(x, edge_index, edge_weight)
-
-    def aggregate_projected(self, h: Tensor, edge_index: Adj | SparseAdjacency,
-                            edge_weight: OptTensor = None,
-                            num_targets: int | None = None) -> Tensor:
-        """The rest of GCNConv.forward (normalize=False) on features already
-        projected by :obj:`lin`: messages into the first :obj:`num_targets`
-        rows (all by default), then the bias. GCNConv sizes its output by its
-        input; a trimmed layer aggregates into its target rows only, so the
-        rows no later layer reads get no zero-fill, bias, ReLU or dropout.
-        A :class:`SparseAdjacency` (already sized targets x sources) is one
-        product, without PyG's per-call ``propagate`` machinery."""
-        if isinstance(edge_index, SparseAdjacency):
-            out = aggregate(edge_index, h)
-        else:
-            size = None if num_targets is None else (h.size(0), num_targets)
-            out = self.propagate(edge_index, x=h, edge_weight=edge_weight, size=size)
-        return out if self.bias is None else out + self.bias
-
-
-class LayerGraph(NamedTuple):
-    """The graph one layer reads: messages into its first :obj:`num_targets`
-    rows from its first :obj:`num_sources` rows (trimmed sampled training)."""
-    graph: Adj
-    edge_weight: OptTensor
-    num_sources: int
-    num_targets: int
-
-
-class GCNBlock(torch.nn.Module):
-    r"""Dropout, :class:`GCNConv` (pre-normalised edges) and an optional ReLU:
-    the unit activation checkpointing recomputes, so that dropout and ReLU
-    outputs are not saved either."""
-
-    def __init__(self, in_channels: int, out_channels: int, dropout: float, activate: bool) -> None:
-        super().__init__()
-        self.dropout = dropout
-        self.activate = activate
-        self.conv = _GCNConv(in_channels, out_channels, normalize=False)
-
-    def forward(self, x: Tensor | SparseFeatures, edge_index: Adj,
-                edge_weight: OptTensor = None, num_targets: int | None = None) -> Tensor:
-        if isinstance(x, SparseFeatures):  # dropout on the stored values, a sparse product
-            values = dropout(x.values, self.dropout, self.training)
-            h = _SparseInputLinear.apply(values, self.conv.lin.weight, x)
-            x = self.conv.aggregate_projected(h, edge_index, edge_weight, num_targets)
-        else:
-            x = dropout(x, self.dropout, self.training)
-            x = self.conv(x, edge_index, edge_weight, num_targets)
-        return F.relu(x) if self.activate else x
-
-
-class GCN(torch.nn.Module):
-    r"""The graph convolutional network of Kipf and Welling (2017).
-
-    Args:
-        in_channels (int): Input feature width.
-        hidden_channels (int): Hidden width (the tutorial's 16 by default).
-        out_channels (int): Number of classes.
-        num_layers (int): Number of GCN layers. (default: :obj:`2`)
-        dropout (float): Dropout before every layer. (default: :obj:`0.5`)
-        checkpoint (bool): Recompute each block's activations in the backward
-            pass instead of saving them. (default: :obj:`False`)
-
-    The forward pass takes node features and a graph already normalised by
-    :func:`normalize_graph` (an :obj:`edge_index` with :obj:`edge_weight`, or a
-    sparse adjacency with the weights as values), or one :class:`LayerGraph`
-    per layer as :obj:`layers` for trimmed training.
-    """
-
-    def __init__(self, in_channels: int, hidden_channels: int = 16, out_channels: int = 7,
-                 num_layers: int = 2, dropout: float = 0.5, checkpoint: bool = False) -> None:
-        super().__init__()
-        if num_layers < 1 or hidden_channels < 1 or in_channels < 1 or out_channels < 1:
-            raise GnnperfError(
-                f"GCN sizes must be positive (layers={num_layers}, hidden={hidden_channels})")
-        if not 0.0 <= dropout < 1.0:
-            raise GnnperfError(f"dropout must be in [0, 1), got {dropout}")
-        widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
-        self.blocks = torch.nn.ModuleList(
-            GCNBlock(widths[i], widths[i + 1], dropout, activate=i < num_layers - 1)
-            for i in range(num_layers))
-        self.checkpoint = checkpoint
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.blocks)
-
-    def forward(self, x: Tensor, edge_index: Adj | None = None, edge_weight: OptTensor = None,
-                layers: Sequence[LayerGraph] | None = None) -> Tensor:
-        num_targets = None
-        for i, block in enumerate(self.blocks):
-            if layers is not None:
-                edge_index, edge_weight, num_sources, num_targets = layers[i]
-                x = x[:num_sources]
-            if self.checkpoint and self.training and torch.is_grad_enabled():
-                x = checkpoint(block, x, edge_index, edge_weight, num_targets,
-                               use_reentrant=False)
-            else:
-                x = block(x, edge_index, edge_weight, num_targets)
-        return x
