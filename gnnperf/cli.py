@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError, is_unavailable
@@ -39,10 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(prog="gnnperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="train and compare GCN variants")
-    run.add_argument("--variants", default=",".join(standard_variants()),
-                     help="comma-separated: baseline or techniques joined by + "
-                          "(default: %(default)s)")
+    from gnnperf.models import DEFAULT_MODEL, MODELS
+    run = sub.add_parser("run", help="train and compare GNN training variants")
+    run.add_argument("--variants",
+                     help="comma-separated: baseline or techniques joined by + (default: "
+                          f"{','.join(standard_variants())}; with --model, those that "
+                          f"combine with each model, the others n/a with the reason)")
+    run.add_argument("--model", default=DEFAULT_MODEL,
+                     help=f"comma-separated models: {', '.join(MODELS)}, or your own as "
+                          f"module:function (a function of in_channels, hidden, out_channels, "
+                          f"layers returning a module whose forward takes x, edge_index) "
+                          f"(default: %(default)s)")
     _add_dataset_options(run, DEFAULT_DATASET)
     run.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     run.add_argument("--epochs", type=int, default=defaults.epochs)
@@ -140,9 +147,11 @@ def run_command(args: argparse.Namespace) -> int:
     from gnnperf import distributed, report
     from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.fingerprint import environment, tune_allocator
-    from gnnperf.measure import measure_variant, resolve_device, set_threads, with_roofline
+    from gnnperf.measure import (measure_variant, resolve_device, result_label, set_threads,
+                                 with_roofline)
+    from gnnperf.models import get_model
     from gnnperf.roofline import cached_roofs
-    from gnnperf.variants import TrainConfig, get_variant
+    from gnnperf.variants import TrainConfig, get_variant, standard_variants
 
     config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
                          dropout=args.dropout, lr=args.lr, fanout=args.fanout,
@@ -156,11 +165,29 @@ def run_command(args: argparse.Namespace) -> int:
                          cluster_parts=args.cluster_parts,
                          cluster_batch=args.cluster_batch, seed=args.seed)
     # Every option is checked here, before the dataset loads and any variant trains.
+    models = list(dict.fromkeys(get_model(name).name for name in args.model.split(",")
+                                if name.strip()))
+    if not models:
+        raise GnnperfError("no model given; e.g. --model gcn,sage")
     config.validate()
-    specs = [get_variant(name) for name in args.variants.split(",") if name.strip()]
+    explicit = args.variants is not None
+    specs = [get_variant(name) for name in
+             (args.variants.split(",") if explicit else standard_variants()) if name.strip()]
     variants = [spec.name for spec in specs]
     if not variants:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
+    # Each (model, variant) pair that can run; one that cannot is an error
+    # when asked for by name, an n/a row with its reason in the default set.
+    pairs, cannot = [], {}
+    for model in models:
+        for spec in specs:
+            reason = spec.cannot_run_with(get_model(model))
+            if reason and explicit:
+                raise GnnperfError(reason)
+            if reason:
+                cannot[result_label(spec.name, model)] = reason
+            else:
+                pairs.append((model, spec.name))
     from gnnperf.data import check_dataset_name
     check_dataset_name(args.dataset)
     try:
@@ -177,7 +204,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise GnnperfError(f"--world-size must be >= 1, got {args.world_size}")
     if args.world_size > 1 and not any(spec.data_parallel for spec in specs):
         raise GnnperfError(f"--world-size {args.world_size} applies to ddp variants and none is "
-                           f"given; add one (e.g. --variants {args.variants},ddp) or drop "
+                           f"given; add one (e.g. --variants {','.join(variants)},ddp) or drop "
                            f"--world-size")
     if config.amp_dtype != "auto" and not any(spec.uses("amp") for spec in specs):
         raise GnnperfError(f"--amp-dtype {config.amp_dtype} applies to amp variants and none "
@@ -208,21 +235,23 @@ def run_command(args: argparse.Namespace) -> int:
     # the others' results.
     local_group = list(dict.fromkeys(name for name in variants if get_variant(name).data_parallel
                                      and args.world_size > 1))
-    launched: dict = {}
+    launched: dict[str, dict] = {}  # model -> its ddp variants' results
 
-    def measure(name: str):
+    def measure(name: str, model_config: TrainConfig):
         data_parallel = get_variant(name).data_parallel
         if data_parallel and args.world_size > 1:  # local ranks
-            if not launched:  # the first ddp variant's turn: all of them
-                launched.update(distributed.measure_each_data_parallel(
-                    local_group, args.world_size, args.dataset, args.root, config,
-                    str(device), args.warmup, rank_threads, args.backend))
-            result = launched[name]
+            model = model_config.model
+            if model not in launched:  # the model's first ddp variant: all of them
+                launched[model] = distributed.measure_each_data_parallel(
+                    [v for v in local_group if (model, v) in pairs], args.world_size,
+                    args.dataset, args.root, model_config, str(device), args.warmup,
+                    rank_threads, args.backend)
+            result = launched[model][name]
             progress.update(args.epochs)
             if isinstance(result, GnnperfError):
                 raise result
             return result
-        result = measure_variant(name, data, config, device, args.warmup,
+        result = measure_variant(name, data, model_config, device, args.warmup,
                                  on_epoch=lambda: progress.update(1))
         if data_parallel and torchrun:
             ranks = distributed.gather_to_rank0(result)
@@ -230,7 +259,8 @@ def run_command(args: argparse.Namespace) -> int:
         return result
 
     print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
-          f"{data.num_features} features; device {device}; {args.epochs} epochs "
+          f"{data.num_features} features; model {', '.join(models)}; device {device}; "
+          f"{args.epochs} epochs "
           f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
           file=sys.stderr)
     env = environment(args.seed, device, tuned)
@@ -238,10 +268,12 @@ def run_command(args: argparse.Namespace) -> int:
     # Measured once per device, thread count and torch (about 2 s here), then cached.
     roofs = cached_roofs(device)
     env["roofs"] = roofs.to_dict()
-    run_config = {**asdict(config), "dataset": data.name, "warmup_epochs": args.warmup,
-                  "variants": variants, "world_size": world, "backend": backend,
+    # The models are listed apart ("models"); each result names its own.
+    run_config = {**{k: v for k, v in asdict(config).items() if k != "model"},
+                  "dataset": data.name, "warmup_epochs": args.warmup,
+                  "variants": variants, "models": models, "world_size": world, "backend": backend,
                   "launch": "torchrun" if torchrun else "local"}
-    results, failures, unavailable = [], {}, {}
+    results, failures, unavailable = [], {}, dict(cannot)
 
     def save(complete: bool) -> None:
         # Rewritten atomically after every variant: a crash or a kill keeps
@@ -252,18 +284,19 @@ def run_command(args: argparse.Namespace) -> int:
             write_atomic(args.json, payload.encode())
 
     save(complete=False)
-    progress = tqdm(total=len(variants) * args.epochs, unit="epoch", disable=args.no_progress,
+    progress = tqdm(total=len(pairs) * args.epochs, unit="epoch", disable=args.no_progress,
                     file=sys.stderr)
-    for name in variants:
-        progress.set_description(name)
+    for model, name in pairs:
+        label = result_label(name, model)
+        progress.set_description(label)
         try:
-            results.append(with_roofline(measure(name), roofs))
+            results.append(with_roofline(measure(name, replace(config, model=model)), roofs))
         except GnnperfError as exc:
             if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
-                unavailable[name] = str(exc)
-                progress.write(f"n/a: {name}: {exc}", file=sys.stderr)
+                unavailable[label] = str(exc)
+                progress.write(f"n/a: {label}: {exc}", file=sys.stderr)
             else:
-                failures[name] = str(exc)
+                failures[label] = str(exc)
                 progress.write(f"error: {exc}", file=sys.stderr)
         save(complete=False)
     progress.close()

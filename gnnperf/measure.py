@@ -15,6 +15,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, Unavailable, is_unavailable
+from gnnperf.models import DEFAULT_MODEL
 from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.roofline import StepWork
 from gnnperf.timers import synchronize, timed
@@ -146,9 +147,21 @@ class VariantResult:
     work: dict | None = None
     roofline: dict | None = None
     roofline_note: str = ""
+    model: str = DEFAULT_MODEL
+
+    @property
+    def label(self) -> str:
+        """The variant, with its model when that is not the default."""
+        return result_label(self.variant, self.model)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def result_label(variant: str, model: str) -> str:
+    """How a run names a (variant, model) pair: ``sampled`` for GCN,
+    ``sampled [sage]`` otherwise (failures and n/a rows are keyed so)."""
+    return variant if model == DEFAULT_MODEL else f"{variant} [{model}]"
 
 
 class _EpochCounter:
@@ -270,6 +283,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
     spec = get_variant(variant)
+    variant = result_label(spec.name, config.model)  # how errors name it
     # An earlier variant's graph, model and optimiser state must not count
     # in this one's peak: freed first, and what is still held subtracted.
     release_memory(device)
@@ -354,6 +368,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     cuda_peak = max(step_peaks) if device.type == "cuda" and step_peaks else None
     return VariantResult(
         variant=spec.name,
+        model=config.model,
         dataset=str(getattr(data, "name", "custom")),
         device=str(device),
         epochs=config.epochs,

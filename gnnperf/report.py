@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from gnnperf.io import write_atomic
 from gnnperf.measure import SamplerThroughput, VariantResult
+from gnnperf.models import DEFAULT_MODEL
 
 MIB = 2 ** 20
 
@@ -26,14 +27,17 @@ def _monitored(result: VariantResult, metric: str) -> dict | None:
 
 
 def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline") -> list[dict]:
-    """One row per variant with ratios to :obj:`reference` (when it ran)."""
-    ref = next((r for r in results if r.variant == reference), None)
+    """One row per variant with ratios to :obj:`reference` of the same
+    model (when it ran)."""
+    references = {r.model: r for r in reversed(results) if r.variant == reference}
     rows = []
     for r in results:
+        ref = references.get(r.model)
         speedup = _ratio(ref.epoch_time.median, r.epoch_time.median) if ref else None
         memory = _ratio(r.step_peak_bytes, ref.step_peak_bytes) if ref else None
         rows.append({
             "variant": r.variant,
+            "model": r.model,
             "epoch_ms": r.epoch_time.median * 1e3,
             "spread_pct": r.epoch_time.spread * 100,
             "first_epoch_s": r.first_epoch_s,
@@ -76,7 +80,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
     on_cuda = any(r.device.startswith("cuda") for r in results)
     peak_header = "CUDA peak MiB" if on_cuda else "step peak MiB (CPU)"
     rows = comparison_rows(results, reference)
-    table = [[row["variant"],
+    table = [[row["variant"], row["model"],
               f"{row['epoch_ms']:.2f} ±{row['spread_pct']:.0f}%",
               f"{row['first_epoch_s']:.2f}",
               "" if row["setup_s"] is None else f"{row['setup_s']:.2f} ({row['setup']})",
@@ -90,7 +94,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               mean_max(row["gpu_util_pct"], ".0f"),
               mean_max(row["gpu_power_w"], ".0f")]
              for row in rows]
-    headers = ["variant", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
+    headers = ["variant", "model", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
                "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
                "roofline % (bound)", "GPU util % mean/max", "GPU W mean/max"]
     if any(row["world_size"] for row in rows):  # ddp variants ran: their columns
@@ -100,9 +104,14 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
                      fmt(row["allreduce_share"], ".0%") if row["world_size"] else "",
                      fmt(row["scaling_efficiency"], ".2f") if row["world_size"] else ""]
     for variant, error in (failures or {}).items():
-        table.append([variant, "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 8))
+        table.append([variant, "", "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 9))
     for variant, reason in (unavailable or {}).items():
-        table.append([variant, "n/a", *[""] * 5, reason[:60]] + [""] * (len(headers) - 8))
+        table.append([variant, "", "n/a", *[""] * 5, reason[:60]] + [""] * (len(headers) - 9))
+    if not any(r.model != DEFAULT_MODEL for r in results) and not any(
+            " [" in key for key in {**(failures or {}), **(unavailable or {})}):
+        headers.pop(1)  # GCN alone: no model column
+        for line in table:
+            line.pop(1)
     text_note = ""
     if any(row["roofline_pct"] is not None for row in rows):
         text_note = ("roofline %: the time a step's counted FLOPs and bytes need at this "
@@ -117,7 +126,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
     chance = [r for r in results if r.at_chance]
     if chance:
         text += "\n" + "\n".join(
-            f"warning: {r.variant} trained to chance: test accuracy {r.test_acc:.3f}, a "
+            f"warning: {r.label} trained to chance: test accuracy {r.test_acc:.3f}, a "
             f"majority-class guess scores {r.chance_acc:.3f}" for r in chance)
     return text
 
@@ -215,7 +224,7 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
     for index, r in enumerate(points):
         ax.scatter(r.step_peak_bytes / MIB, r.epoch_time.median * 1e3, s=70,
                    edgecolors="black", linewidths=0.5, **style(index),
-                   label=f"{r.variant} (acc {r.test_acc:.3f})")
+                   label=f"{r.label} (acc {r.test_acc:.3f})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     on_cuda = any(r.device.startswith("cuda") for r in points)
@@ -236,7 +245,7 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
     else:
         ax_roof.set_visible(False)
 
-    names = [r.variant for r in points]
+    names = [r.label for r in points]
     for bars_ax, values, label, colour in (
             (ax_time, [r.epoch_time.median * 1e3 for r in points], "time per epoch (ms)",
              COLOURS[0]),
@@ -294,7 +303,7 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
         pct = roof["roofline_pct"]
         ax.scatter(roof["intensity_flop_per_byte"], achieved, s=70, edgecolors="black",
                    linewidths=0.5, zorder=3, **style(index),
-                   label=f"{r.variant}: {pct:.{1 if pct >= 1 else 2}f}% of its bound "
+                   label=f"{r.label}: {pct:.{1 if pct >= 1 else 2}f}% of its bound "
                          f"({roof['bound']})")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -344,7 +353,7 @@ def timeline_figure(results: Sequence[VariantResult], title: str = ""):
         steps = len(series)
         ax.plot([(i + 1) / steps for i in range(steps)], [(v - start) / MIB for v in series],
                 lw=1.4, color=style(index)["color"])
-        ax.set_title(f"{r.variant}: {what} {series[0] / MIB:.0f} MiB at step 1", fontsize=8)
+        ax.set_title(f"{r.label}: {what} {series[0] / MIB:.0f} MiB at step 1", fontsize=8)
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=7)
         ax.set_xlim(0, 1)

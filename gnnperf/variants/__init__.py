@@ -84,10 +84,11 @@ class Variant:
         for technique in self.techniques:
             for capability in technique.needs_model:
                 if not model.has(capability):
-                    able = [m for m, spec in MODELS.items() if spec.has(capability)]
+                    able = ",".join(m for m, spec in MODELS.items() if spec.has(capability))
+                    fix = (f"drop {technique.name} from {self.name}, or use --model {able}"
+                           if len(self.techniques) > 1 else f"use it with --model {able}")
                     return (f"{technique.name} cannot run with model {model.name}: "
-                            f"{model.why_not(capability)}; drop {technique.name} from "
-                            f"{self.name}, or use --model {','.join(able)}")
+                            f"{model.why_not(capability)}; {fix}")
         return None
 
     def build(self, data: Data, config: TrainConfig, device: torch.device) -> TrainingRun:
