@@ -24,6 +24,9 @@ import torch
 #: The gate's and the pytest benchmarks' graphs: the tutorial's Cora (a 24 ms
 #: step on one core) and a 10k-node synthetic graph (sampling has work to do).
 DEFAULT_DATASETS = ("cora", "synthetic-10k")
+#: gnnperf.models.DEFAULT_MODEL, spelled here: this module runs on other
+#: checkouts' gnnperf, some from before models were an axis.
+DEFAULT_MODEL = "gcn"
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,9 @@ class Case:
         variant (str): Registry name (``baseline`` or techniques joined by ``+``).
         dataset (str): Any name :func:`gnnperf.data.load_dataset` takes.
         config (tuple): ``TrainConfig`` overrides as sorted ``(name, value)``
-            pairs; empty for the defaults.
+            pairs; empty for the defaults. The model is one (``model``),
+            absent for the default GCN, so GCN cases read as on checkouts
+            before models were an axis.
         device (str): ``cpu``, ``cuda`` or ``cuda:N``.
         threads (int): torch intra-op threads (``None``: leave as is). The
             work counts of some parallel kernels' scratch buffers depend on it.
@@ -49,16 +54,31 @@ class Case:
 
     @classmethod
     def parse(cls, text: str, **fields: Any) -> "Case":
-        """``variant@dataset`` (the gate's and bisect's spelling)."""
-        variant, sep, dataset = text.partition("@")
-        if not sep or not variant or not dataset:
-            raise ValueError(f"benchmark case {text!r}: write variant@dataset, "
-                             f"e.g. baseline@cora")
-        return cls(variant.strip(), dataset.strip(), **fields)
+        """``variant@dataset`` or ``variant@dataset@model`` (the gate's and
+        bisect's spelling)."""
+        parts = [part.strip() for part in text.split("@")]
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ValueError(f"benchmark case {text!r}: write variant@dataset or "
+                             f"variant@dataset@model, e.g. baseline@cora or sampled@cora@sage")
+        return cls.of(parts[0], parts[1], parts[2] if len(parts) == 3 else DEFAULT_MODEL,
+                      **fields)
+
+    @classmethod
+    def of(cls, variant: str, dataset: str, model: str = "gcn", **fields: Any) -> "Case":
+        """A case of :obj:`model` (no ``model`` override for the default)."""
+        config = dict(fields.pop("config", ()))
+        if model != DEFAULT_MODEL:
+            config["model"] = model
+        return cls(variant, dataset, tuple(sorted(config.items())), **fields)
+
+    @property
+    def model(self) -> str:
+        return dict(self.config).get("model", DEFAULT_MODEL)
 
     @property
     def name(self) -> str:
-        return f"{self.variant}@{self.dataset}"
+        model = "" if self.model == DEFAULT_MODEL else f"@{self.model}"
+        return f"{self.variant}@{self.dataset}{model}"
 
     def to_json(self) -> str:
         return json.dumps({"variant": self.variant, "dataset": self.dataset,
@@ -74,9 +94,10 @@ class Case:
 
 
 def default_cases(variants: list[str], datasets: tuple[str, ...] = DEFAULT_DATASETS,
-                  **fields: Any) -> list[Case]:
-    """Every variant on every dataset, dataset-major (the gate's order)."""
-    return [Case(v, d, **fields) for d in datasets for v in variants]
+                  models: tuple[str, ...] = (DEFAULT_MODEL,), **fields: Any) -> list[Case]:
+    """Every variant of every model on every dataset, dataset-major, then
+    model (the gate's order)."""
+    return [Case.of(v, d, m, **fields) for d in datasets for m in models for v in variants]
 
 
 class NonFiniteLoss(ArithmeticError):
@@ -202,5 +223,5 @@ def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
                         warmup_steps=len(losses))
 
 
-__all__ = ["Case", "DEFAULT_DATASETS", "NonFiniteLoss", "PreparedCase", "build", "check_losses",
+__all__ = ["Case", "DEFAULT_DATASETS", "DEFAULT_MODEL", "NonFiniteLoss", "PreparedCase", "build", "check_losses",
            "default_cases", "prepare"]

@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     doctor.add_argument("--json", type=Path, help="write the report here")
     doctor.add_argument("--threads", type=int, default=1)
+    doctor.add_argument("--model", default="gcn",
+                        help="comma-separated models the variants train (default: gcn)")
     doctor.add_argument("--skip-asv", action="store_true",
                         help="leave out the asv check (tools/gpu_check.sh runs asv itself)")
     from gnnperf.gate.cli import add_parsers
@@ -378,7 +380,10 @@ def doctor_command(args: argparse.Namespace) -> int:
             write_atomic(args.json, json.dumps(
                 {**to_dict(done, device), "complete": False}, indent=2).encode())
 
-    checks = Doctor(device, root=checkout, run_asv=not args.skip_asv).run(on_check=show)
+    from gnnperf.models import get_model
+    models = tuple(dict.fromkeys(get_model(m).name for m in args.model.split(",") if m.strip()))
+    checks = Doctor(device, root=checkout, run_asv=not args.skip_asv,
+                    models=models or ("gcn",)).run(on_check=show)
     failed = [c for c in checks if c.status == FAIL]
     print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or skipped, "
           f"{len(failed)} failed, in {time.perf_counter() - start:.0f} s on {device}")

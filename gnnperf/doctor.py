@@ -58,10 +58,13 @@ class Doctor:
         root (Path): The project checkout (for the asv check), if any.
         run_asv (bool): Run the asv check (``tools/gpu_check.sh`` runs asv
             as a step of its own).
+        models (tuple): The models each variant of the comparison trains
+            (those a variant cannot run are left out). (default: GCN)
     """
 
     def __init__(self, device: torch.device, root: Path | None = None,
-                 run_asv: bool = True) -> None:
+                 run_asv: bool = True, models: tuple[str, ...] = ("gcn",)) -> None:
+        self.models = models
         self.device = device
         self.cuda = device.type == "cuda"
         self.root = root
@@ -129,23 +132,27 @@ class Doctor:
 
     def variants(self) -> list[Check]:
         """Every variant of the default comparison trains a few epochs on
-        Cora: loss falls, and the figures that must be numbers are numbers,
-        the ones that must be n/a are n/a."""
+        Cora, with each model it can run: loss falls, and the figures that
+        must be numbers are numbers, the ones that must be n/a are n/a."""
         from gnnperf.errors import GnnperfError, is_unavailable
-        from gnnperf.measure import measure_variant
-        from gnnperf.variants import TrainConfig, standard_variants
+        from gnnperf.measure import measure_variant, result_label
+        from gnnperf.models import get_model
+        from gnnperf.variants import TrainConfig, get_variant, standard_variants
         checks = []
         self.trained = {}
-        for name in standard_variants():
+        pairs = [(model, name) for model in self.models for name in standard_variants()
+                 if not get_variant(name).cannot_run_with(get_model(model))]
+        for model, name in pairs:
+            label = result_label(name, model)
             start = time.perf_counter()
             try:
-                result = measure_variant(name, self.cora, TrainConfig(epochs=EPOCHS),
+                result = measure_variant(name, self.cora, TrainConfig(epochs=EPOCHS, model=model),
                                          self.device, warmup_epochs=WARMUP_EPOCHS)
             except GnnperfError as exc:  # a non-finite loss names its step here
-                checks.append(Check(f"train {name}", SKIP if is_unavailable(exc) else FAIL,
+                checks.append(Check(f"train {label}", SKIP if is_unavailable(exc) else FAIL,
                                     reason=str(exc)))
                 continue
-            self.trained[name] = result
+            self.trained[label] = result
             check = variant_figures(result, self.device)
             check.seconds = time.perf_counter() - start
             checks.append(check)
@@ -486,7 +493,7 @@ def variant_figures(result, device: torch.device) -> Check:
     figure = (f"loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}, "
               f"{result.epoch_time.median * 1e3:.1f} ms/epoch, step peak "
               f"{mib(result.step_peak_bytes)}, CUDA peak {mib(result.cuda_peak_bytes)}")
-    return Check(f"train {result.variant}", FAIL if problems else PASS, figure,
+    return Check(f"train {result.label}", FAIL if problems else PASS, figure,
                  reason="; ".join(problems))
 
 

@@ -169,6 +169,10 @@ def _one_line_error(capsys, argv, message, tmp_path):
     (["--saint-max-coverage", "5"], "--saint-max-coverage must be >= --saint-coverage"),
     (["--saint-min-count", "0"], "--saint-min-count must be >= 1"),
     (["--saint-roots", "0"], "GraphSAINT needs --saint-roots >= 1"),
+    (["--model", "gcm"], "unknown model 'gcm'; choose gcn, sage, gat, gin"),
+    (["--model", "sage,gat", "--variants", "baseline,sparse"],
+     "sparse cannot run with model gat: attention"),
+    (["--model", "no_such_pkg.mod:build"], "cannot import no_such_pkg.mod"),
 ])
 def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, message):
     _one_line_error(capsys, [*SMALL, *argv], message, tmp_path)
@@ -240,3 +244,66 @@ def test_reference_variant_sets_the_ratios(tmp_path, capsys):
     assert "speed-up vs sampled" in capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert doc["reference"] == "sampled" and doc["comparison"][0]["speedup"] == 1.0
+
+
+USER_MODEL = '''
+import torch
+from torch_geometric.nn import GraphConv
+
+
+class TwoGraphConvs(torch.nn.Module):
+    def __init__(self, in_channels, hidden, out_channels):
+        super().__init__()
+        self.first, self.second = GraphConv(in_channels, hidden), GraphConv(hidden, out_channels)
+
+    def forward(self, x, edge_index):
+        return self.second(self.first(x, edge_index).relu(), edge_index)
+
+
+def build(in_channels, hidden, out_channels, layers):
+    return TwoGraphConvs(in_channels, hidden, out_channels)
+'''
+
+
+def test_run_crosses_models_and_marks_what_cannot_combine_na(tmp_path, capsys, monkeypatch):
+    # The default set with several models: each model's variants, ratios to
+    # that model's own baseline; a pair that cannot run is an n/a row with
+    # the model's reason, not an error and not a training.
+    import gnnperf.variants
+    monkeypatch.setattr(gnnperf.variants, "standard_variants", lambda: ["baseline", "sparse"])
+    out_json = tmp_path / "models.json"
+    assert main(["run", *SMALL, "--model", "sage,gat", "--json", str(out_json)]) == 0
+    table = capsys.readouterr().out
+    assert "model" in table.splitlines()[0] and "sparse [gat]" in table
+    doc = json.loads(out_json.read_text())
+    assert [(r["variant"], r["model"]) for r in doc["results"]] == [
+        ("baseline", "sage"), ("sparse", "sage"), ("baseline", "gat")]
+    assert doc["config"]["models"] == ["sage", "gat"] and "model" not in doc["config"]
+    assert "attention weighs every edge" in doc["unavailable"]["sparse [gat]"]
+    ratios = {(row["variant"], row["model"]): row["speedup"] for row in doc["comparison"]}
+    assert ratios[("baseline", "sage")] == ratios[("baseline", "gat")] == 1.0
+    assert ratios[("sparse", "sage")] is not None
+
+
+def test_a_users_model_by_import_path_trains_and_is_recorded(tmp_path, capsys, monkeypatch):
+    (tmp_path / "usermodels_net.py").write_text(USER_MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out_json = tmp_path / "user.json"
+    path = "usermodels_net:build"
+    import gnnperf.variants
+    monkeypatch.setattr(gnnperf.variants, "standard_variants",
+                        lambda: ["baseline", "sampled", "trimmed", "tutorial"])
+    assert main(["run", *SMALL, "--model", path, "--json", str(out_json)]) == 0
+    doc = json.loads(out_json.read_text())
+    assert [(r["variant"], r["model"]) for r in doc["results"]] == [
+        ("baseline", path), ("sampled", path)]
+    assert all(r["losses"][-1] < r["losses"][0] for r in doc["results"])
+    unavailable = doc["unavailable"]
+    assert set(unavailable) == {f"trimmed [{path}]", f"tutorial [{path}]"}
+    assert "black box" in unavailable[f"trimmed [{path}]"]
+    capsys.readouterr()
+    # Named, a pair that cannot run is refused before anything trains.
+    assert main(["run", *SMALL, "--model", path, "--variants", "baseline,checkpointed"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("gnnperf: error: checkpointed cannot run with model "
+                            "usermodels_net:build") and "\n" not in error

@@ -339,3 +339,29 @@ def test_sensitivity_usage_errors_are_one_line(tmp_path, capsys):
         code = main(["sensitivity", *args])
         errors = _one_line_errors(capsys)
         assert code == 2 and len(errors) == 1 and text in errors[0], errors
+
+
+def test_a_case_names_its_model_unless_it_is_gcn():
+    assert Case.parse("sampled@cora") == Case("sampled", "cora")
+    sage = Case.parse("sampled@cora@sage")
+    assert sage.model == "sage" and sage.config == (("model", "sage"),)
+    assert sage.name == "sampled@cora@sage" and Case.parse(sage.name) == sage
+    assert Case.from_json(sage.to_json()) == sage
+    assert Case.parse("baseline@cora@gcn").name == "baseline@cora"
+    with pytest.raises(ValueError, match="variant@dataset@model"):
+        Case.parse("a@b@c@d")
+
+
+def test_gate_and_bisect_refuse_a_variant_its_model_cannot_run(capsys):
+    for args in (["gate", "--variants", "sparse", "--models", "gcn,gat", "--no-time"],
+                 ["bisect", "HEAD~1", "HEAD", "--case", "sparse@cora@gat"]):
+        assert main(args) == 2
+        error, = _one_line_errors(capsys)
+        assert "sparse cannot run with model gat" in error and "--model gcn,sage,gin" in error
+
+
+def test_default_cases_cross_every_model():
+    from gnnperf.case import default_cases
+    cases = default_cases(["baseline", "sparse"], ("cora",), ("gcn", "gin"))
+    assert [c.name for c in cases] == ["baseline@cora", "sparse@cora", "baseline@cora@gin",
+                                       "sparse@cora@gin"]

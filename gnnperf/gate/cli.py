@@ -64,6 +64,9 @@ def add_parsers(sub) -> None:
                            "its top level)")
     gate.add_argument("--variants", help="comma-separated (default: the head tree's standard ones)")
     gate.add_argument("--datasets", default=",".join(DEFAULT_DATASETS))
+    gate.add_argument("--models", default="gcn",
+                      help="comma-separated models every variant trains (gcn, sage, gat, gin "
+                           "or module:function; cases variant@dataset@model; default: gcn)")
     _add_timing_options(gate, processes=6, rounds=30)
     gate.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                       help="judge the worker's CPU time (default; immune to time the core "
@@ -84,8 +87,8 @@ def add_parsers(sub) -> None:
                     "confirmation against the found commit's parent.")
     bisect.add_argument("good", help="a ref where the benchmark is as it should be")
     bisect.add_argument("bad", help="a later ref where it changed")
-    bisect.add_argument("--case", default="baseline@cora", help="variant@dataset (default: "
-                                                                "%(default)s)")
+    bisect.add_argument("--case", default="baseline@cora",
+                        help="variant@dataset[@model] (default: %(default)s)")
     bisect.add_argument("--metric", default="aten_ops",
                         help="time, or an exact work metric: aten_ops (default), flops, "
                              "profiled_ops, bytes_allocated, peak_bytes, compiled_graphs, "
@@ -98,7 +101,7 @@ def add_parsers(sub) -> None:
         "sensitivity", help="the time gate's false-alarm and detection rates, measured",
         description="Injects calibrated slowdowns into copies of this tree and runs the gate's "
                     "timing on them: per threshold, A/A false alarms and detections per size.")
-    study.add_argument("--case", default="baseline@cora", help="variant@dataset")
+    study.add_argument("--case", default="baseline@cora", help="variant@dataset[@model]")
     study.add_argument("--slowdowns", default="0.05,0.10,0.20")
     study.add_argument("--trials", type=int, default=10)
     study.add_argument("--processes", type=int, default=6)
@@ -119,18 +122,26 @@ def _label(slowdown: float) -> str:
 
 
 def _cases(text: str, check_variant: bool = True) -> Case:
-    """A ``variant@dataset`` case, both names checked: the dataset with
+    """A ``variant@dataset[@model]`` case, its names checked: the dataset with
     data.py's grammar, the variant (unless the caller checks it in the tree
-    it runs) with this checkout's registry."""
+    it runs) with this checkout's registry, and whether it can train the model."""
     from gnnperf.data import check_dataset_name
     try:
         case = Case.parse(text)
     except ValueError as exc:
         raise GnnperfError(str(exc)) from None
     check_dataset_name(case.dataset)
-    if check_variant:
-        from gnnperf.variants import get_variant
-        get_variant(case.variant)
+    from gnnperf.models import get_model
+    from gnnperf.variants import get_variant
+    try:
+        spec = get_variant(case.variant)
+    except GnnperfError:
+        if check_variant:
+            raise
+        return case  # another commit's registry may know it
+    reason = spec.cannot_run_with(get_model(case.model))
+    if reason:  # before any commit is built
+        raise GnnperfError(f"{case.name}: {reason}")
     return case
 
 
@@ -150,6 +161,7 @@ def gate_command(args: argparse.Namespace) -> int:
         variants=[v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants else None,
         datasets=split_datasets(args.datasets),
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         processes=args.processes, max_processes=args.max_processes, rounds=args.rounds,
         sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,

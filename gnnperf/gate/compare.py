@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gnnperf.case import DEFAULT_DATASETS, Case, default_cases
+from gnnperf.case import DEFAULT_DATASETS, DEFAULT_MODEL, Case, default_cases
 from gnnperf.data import check_dataset_name
 from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
@@ -33,6 +33,9 @@ class GateOptions:
             (other virtual environments: dependency releases as arms).
         variants (list): Variants (``None``: the head tree's standard ones).
         datasets (tuple): Graphs every variant runs on.
+        models (tuple): Models every variant trains (``variant@dataset@model``
+            cases; a variant that cannot run a model is left out of the
+            default set, and an error when named in :obj:`variants`).
         processes (int): Worker process pairs (the t-test's replicates).
         max_processes (int): The adaptive budget: an inconclusive verdict
             ("same" with its 95% interval past the threshold,
@@ -59,6 +62,7 @@ class GateOptions:
     head_python: str = sys.executable
     variants: list[str] | None = None
     datasets: tuple[str, ...] = DEFAULT_DATASETS
+    models: tuple[str, ...] = (DEFAULT_MODEL,)
     processes: int = 6
     max_processes: int | None = None
     rounds: int = 30
@@ -95,6 +99,18 @@ class GateOptions:
             raise GnnperfError(f"--head-dir {self.head_dir} has no gnnperf folder; give a checkout")
         for name in self.datasets:
             check_dataset_name(name)
+        from gnnperf.models import get_model
+        from gnnperf.variants import get_variant
+        for name in self.models:
+            model = get_model(name)
+            for variant in self.variants or ():
+                try:
+                    spec = get_variant(variant)
+                except GnnperfError:
+                    continue  # maybe only one arm knows it: the probes judge
+                reason = model.name != DEFAULT_MODEL and spec.cannot_run_with(model)
+                if reason:  # before any worker starts
+                    raise GnnperfError(f"{spec.name}@{model.name}: {reason}")
         for case in self.cases:
             check_dataset_name(case.dataset)
 
@@ -149,12 +165,34 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
                 from gnnperf.variants import get_variant
                 get_variant(unknown[0])  # the registry's own one-line error
                 raise GnnperfError(f"unknown variant {unknown[0]!r} in both arms")
-            cases = options.cases or default_cases(
-                options.variants or probes["head"].standard_variants, options.datasets)
+            cases = options.cases or _combining(default_cases(
+                options.variants or probes["head"].standard_variants, options.datasets,
+                options.models), named=bool(options.variants), log=log)
             return compare_arms(options, arms, cases, log, probes, started)
         finally:
             for worker in started.values():  # any never given its cases
                 worker.close()
+
+
+def _combining(cases: list[Case], named: bool, log: Callable[[str], None]) -> list[Case]:
+    """The cases whose variant can train their model (this checkout's
+    registry); one that cannot is an error when its variant was named, else
+    left out with a line saying why."""
+    from gnnperf.models import get_model
+    from gnnperf.variants import get_variant
+    kept = []
+    for case in cases:
+        if case.model == DEFAULT_MODEL:
+            kept.append(case)  # every variant trains GCN (and older trees know no models)
+            continue
+        reason = get_variant(case.variant).cannot_run_with(get_model(case.model))
+        if reason and named:
+            raise GnnperfError(f"{case.name}: {reason}")
+        if reason:
+            log(f"left out {case.name}: {reason}")
+        else:
+            kept.append(case)
+    return kept
 
 
 def _head_errors(states: dict, names: list[str]) -> list[str]:
