@@ -7,7 +7,8 @@ adds the user's graphs to it (``cora,ogbn-arxiv,/data/graph.pt``: any name
 ``gnnperf run --dataset`` takes; one that cannot load here is n/a).
 
 ``$GNNPERF_ASV_VARIANTS`` (``baseline,sampled``) narrows every module to
-those variants. Both lists are checked when the suite is imported: an unknown
+those variants, ``$GNNPERF_ASV_MODELS`` (``gcn,gat``) the model parameter to
+those models. The lists are checked when the suite is imported: an unknown
 name stops ``asv run`` with one line.
 
 Benchmarks come from the working tree while gnnperf comes from each
@@ -39,6 +40,7 @@ import torch
 PROFILE_ENV = "GNNPERF_ASV_PROFILE"
 DATASETS_ENV = "GNNPERF_ASV_DATASETS"
 VARIANTS_ENV = "GNNPERF_ASV_VARIANTS"
+MODELS_ENV = "GNNPERF_ASV_MODELS"
 DEVICE_ENV = "GNNPERF_ASV_DEVICE"
 THREADS = 1  # measured on the 2-core CI machines: 2 threads ran 5x slower under load
 
@@ -158,6 +160,8 @@ class Profile:
         throughput_epochs: Epochs timed for the time per sampled edge.
         work_datasets: Graphs of the exact work metrics (``None``: the
             gate's, :data:`gnnperf.case.DEFAULT_DATASETS`).
+        models: Models of the step-time, CUDA-peak and test-error
+            benchmarks (the ``model`` parameter; the others train GCN).
     """
     name: str
     datasets: tuple[str, ...]
@@ -170,7 +174,11 @@ class Profile:
     rounds: int
     throughput_epochs: int
     work_datasets: tuple[str, ...] | None = None
+    models: tuple[str, ...] = ("gcn",)
 
+
+#: gnnperf.models.MODELS' built-in models, spelled here for commits before them.
+ALL_MODELS = ("gcn", "sage", "gat", "gin")
 
 # The quick profile is the CPU smoke run (`asv run --quick`, and the tests'
 # forkserver run of it): every class and every variant, each on the smallest
@@ -193,6 +201,7 @@ PROFILES = {
         rounds=2,
         throughput_epochs=3,
         work_datasets=("synthetic-10k",),  # the gate's smaller graph (2,000 nodes)
+        models=ALL_MODELS,  # every model, on the one graph (Cora)
     ),
     # The GPU workflow's pull-request gate, sized for about 30 minutes on both
     # commits together: the full profile is ~90 timed, 85 peakmem and ~540
@@ -224,6 +233,7 @@ PROFILES = {
         repeat=(20, 100, 20.0),
         rounds=4,
         throughput_epochs=5,
+        models=ALL_MODELS,
     ),
 }
 
@@ -252,8 +262,18 @@ def current_profile() -> Profile:
         raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
     profile = PROFILES[name]
     extra = extra_datasets()
+    models = tuple(m.strip() for m in os.environ.get(MODELS_ENV, "").split(",") if m.strip())
+    try:
+        from gnnperf.models import get_model
+    except ImportError:  # a commit before models: GCN alone trains; the others are n/a
+        get_model = None
+    for model in models if get_model is not None else ():
+        try:
+            get_model(model)
+        except Exception as exc:
+            raise ValueError(f"{MODELS_ENV}: {exc}") from None
     return dataclasses.replace(
-        profile,
+        profile, models=models or profile.models,
         datasets=profile.datasets + tuple(d for d in extra if d not in profile.datasets),
         accuracy_datasets=profile.accuracy_datasets + tuple(
             d for d in extra if d not in profile.accuracy_datasets))
@@ -486,19 +506,34 @@ def dataset(cache: dict, key: str):
 # The case module ----------------------------------------------------------------
 
 
-def case(dataset_key: str, variant_name: str, warmup_epochs: int = 1, **config):
-    """The :class:`~gnnperf.case.Case` of a benchmark on this runner's device."""
-    return CASES.Case(variant_name, dataset_key, tuple(sorted(config.items())), str(device()),
-                      THREADS, warmup_epochs)
+def case(dataset_key: str, variant_name: str, warmup_epochs: int = 1, model: str = "gcn",
+         **config):
+    """The :class:`~gnnperf.case.Case` of a benchmark on this runner's device
+    (GCN's has no model override: older commits' configs know none)."""
+    return CASES.Case.of(variant_name, dataset_key, model, config=config, device=str(device()),
+                         threads=THREADS, warmup_epochs=warmup_epochs)
 
 
-def build_run(cache: dict, key: str, variant_name: str, **config):
-    """A fresh training run of :obj:`variant_name` on graph :obj:`key`
-    (:func:`gnnperf.case.build`), or :class:`NotImplementedError` where this
-    commit lacks the variant."""
+def check_model(model: str, variant_name: str) -> None:
+    """n/a where this commit has no such model, or :obj:`variant_name`
+    cannot train it (the registry's reason: sparse and GAT); GCN is every
+    commit's model."""
+    if model == "gcn":
+        return
+    get_model = gnnperf_name("models.get_model")
+    reason = variant(variant_name).cannot_run_with(get_model(model))
+    if reason:
+        raise NotHere(reason)
+
+
+def build_run(cache: dict, key: str, variant_name: str, model: str = "gcn", **config):
+    """A fresh training run of :obj:`variant_name` (of :obj:`model`) on
+    graph :obj:`key` (:func:`gnnperf.case.build`), or
+    :class:`NotImplementedError` where this commit lacks the variant."""
     variant(variant_name)
+    check_model(model, variant_name)
     with unavailable_as_na():
-        return CASES.build(case(key, variant_name, **config), dataset(cache, key))
+        return CASES.build(case(key, variant_name, model=model, **config), dataset(cache, key))
 
 
 class unavailable_as_na:
@@ -518,19 +553,22 @@ class unavailable_as_na:
 _RUNS: dict[tuple, object] = {}
 
 
-def prepared(cache: dict, key: str, variant_name: str, warm: bool = True):
-    """A :class:`~gnnperf.case.PreparedCase` of :obj:`variant_name` on graph
-    :obj:`key`: one epoch's batches materialised (sampling stays out of the
-    step time) after one warm-up epoch (compilation included), or none when
-    not :obj:`warm`; ``synced_step`` steps through them. Kept per process."""
-    ident = (key, variant_name, warm)
+def prepared(cache: dict, key: str, variant_name: str, warm: bool = True,
+             model: str = "gcn"):
+    """A :class:`~gnnperf.case.PreparedCase` of :obj:`variant_name` (of
+    :obj:`model`) on graph :obj:`key`: one epoch's batches materialised
+    (sampling stays out of the step time) after one warm-up epoch
+    (compilation included), or none when not :obj:`warm`; ``synced_step``
+    steps through them. Kept per process."""
+    ident = (key, variant_name, warm, model)
     if ident not in _RUNS:
         variant(variant_name)  # n/a where this commit lacks it
+        check_model(model, variant_name)
         data = dataset(cache, key)
         _RUNS.clear()
         warm_device(device())  # the device's first use is no step's cost
         with unavailable_as_na():
-            _RUNS[ident] = CASES.prepare(case(key, variant_name, 1 if warm else 0), data,
+            _RUNS[ident] = CASES.prepare(case(key, variant_name, 1 if warm else 0, model), data,
                                          fixed_batch=False)
     return _RUNS[ident]
 
@@ -596,13 +634,13 @@ class Benchmark:
 class _CudaStepPeak(Benchmark):  # private: asv discovers no benchmark here itself
     """``torch.cuda.max_memory_allocated`` over one warm step (model and data
     included); n/a on machines without CUDA. A subclass's parameters are the
-    graph, then the variant."""
+    graph, then the variant, optionally the model."""
 
     needs_cuda = True
 
     def make(self, cache, **params) -> None:
-        graph, variant = params.values()
-        self.prep = prepared(cache, graph, variant, warm=True)
+        graph, variant, *model = params.values()
+        self.prep = prepared(cache, graph, variant, warm=True, model=(model or ["gcn"])[0])
 
     def track_cuda_peak_mib(self, cache, *params):
         """MiB over the next step, the peak reset before it (model, data, one batch)."""

@@ -19,17 +19,24 @@ class _PerVariant(common.Benchmark):
     timeout = 600
 
 
-class TrainStep(_PerVariant):
+class _PerModel(_PerVariant):
+    """Per (dataset, variant, model): the profile's models (gcn, sage, gat,
+    gin), each variant that cannot train a model n/a with the reason."""
+    params = [list(PROFILE.datasets), VARIANTS, list(PROFILE.models)]
+    param_names = ["dataset", "variant", "model"]
+
+
+class TrainStep(_PerModel):
     """One optimiser step on a prepared batch (sampling excluded)."""
     number = 1  # setup re-runs before each call anyway (asv_runner 0.3.2)
     repeat = PROFILE.repeat
     rounds = PROFILE.rounds
     warmup_time = 0.0  # setup already ran a warm-up epoch (and compiled)
 
-    def make(self, cache, dataset, variant):
-        self.prep = common.prepared(cache, dataset, variant, warm=True)
+    def make(self, cache, dataset, variant, model):
+        self.prep = common.prepared(cache, dataset, variant, warm=True, model=model)
 
-    def time_train_step(self, cache, dataset, variant):
+    def time_train_step(self, cache, dataset, variant, model):
         """Wall time of one step, CUDA synchronised."""
         self.prep.synced_step()
 
@@ -49,22 +56,22 @@ class TrainStepMemory(_PerVariant):
             self.prep.synced_step()
 
 
-class CudaStepMemory(_PerVariant, common._CudaStepPeak):
+class CudaStepMemory(_PerModel, common._CudaStepPeak):
     """The device's peak of one warm step per variant (see ``common._CudaStepPeak``)."""
 
 
 class Accuracy(common.Benchmark):
     """Test error after a fixed training budget: a rise is the regression."""
-    params = [list(PROFILE.accuracy_datasets), VARIANTS]
-    param_names = ["dataset", "variant"]
+    params = [list(PROFILE.accuracy_datasets), VARIANTS, list(PROFILE.models)]
+    param_names = ["dataset", "variant", "model"]
     setup_cache = common.training_datasets_cache
     timeout = 900
     epochs = PROFILE.accuracy_epochs
 
-    def make(self, cache, dataset, variant):
+    def make(self, cache, dataset, variant, model="gcn"):
         # Trained here (a track_ benchmark's setup runs once per process), so
         # a variant that cannot train in this environment is n/a.
-        run = common.build_run(cache, dataset, variant, epochs=self.epochs)
+        run = common.build_run(cache, dataset, variant, model=model, epochs=self.epochs)
         losses = []
         with common.unavailable_as_na():
             for _ in range(self.epochs):
@@ -72,7 +79,7 @@ class Accuracy(common.Benchmark):
         common.CASES.check_losses(losses, variant, 1)  # one sync, after training
         self.error_pct = round(100.0 * (1.0 - run.evaluate()["test"]), 2)
 
-    def track_test_error_pct(self, cache, dataset, variant):
+    def track_test_error_pct(self, cache, dataset, variant, model="gcn"):
         return self.error_pct
 
     track_test_error_pct.unit = "%"
@@ -85,6 +92,7 @@ class SubgraphAccuracyAtScale(Accuracy):
     Before issue 22 saint scored chance (0.106 accuracy) on synthetic-1m while
     cluster scored 0.998; a rise of saint's figure alone is that regression."""
     params = [list(common.scale_accuracy_graphs()), ["sampled", "saint", "cluster"]]
+    param_names = ["dataset", "variant"]  # GCN's: the figure of issue 22
     setup_cache = common.scale_accuracy_cache
     timeout = 1800
     epochs = common.SCALE_ACCURACY_EPOCHS["full" if PROFILE.name == "full" else "quick"]

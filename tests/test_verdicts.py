@@ -123,6 +123,7 @@ def test_sensitivity_rejects_an_unknown_case_before_any_work(no_measuring, capsy
 @pytest.mark.parametrize("env, value, text", [
     ("GNNPERF_ASV_DATASETS", "coraa", "unknown dataset 'coraa'"),
     ("GNNPERF_ASV_VARIANTS", "baseline,foo", "unknown variant 'foo'"),
+    ("GNNPERF_ASV_MODELS", "gcn,gan", "unknown model 'gan'"),
 ])
 def test_asv_profile_rejects_unknown_names(monkeypatch, env, value, text):
     # Imported here, not in a subprocess (two interpreter starts were 18 s of
@@ -349,6 +350,7 @@ def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
                 html_dir=str(tmp_path / "html"))
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
     env = dict(os.environ, GNNPERF_ASV_PROFILE="quick", GNNPERF_ASV_VARIANTS="baseline,sparse,amp,cluster",
+               GNNPERF_ASV_MODELS="gcn",
                ASV_PYTHONPATH=str(repo))  # asv drops PYTHONPATH; this it passes on
     asv = [sys.executable, "-m", "asv", "--config", str(tmp_path / "asv.conf.json")]
     subprocess.run([*asv, "machine", "--yes"], cwd=repo, env=env, check=True,
@@ -364,7 +366,7 @@ def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
     results = json.loads(files[0].read_text())
     for name in ("training.TrainStep.time_train_step", "work_metrics.WorkMetrics.track_aten_ops"):
         row = dict(zip(results["result_columns"], results["results"][name]))
-        values = {combo[-1].strip("'"): value
+        values = {combo[1].strip("'"): value  # (dataset, variant[, model])
                   for combo, value in zip(itertools.product(*row["params"]), row["result"])}
         assert values["baseline"] is not None and values["baseline"] > 0, (name, values)
         assert values["sparse"] is None, (name, values, log[-3000:])  # failed, not n/a (NaN)
