@@ -5,6 +5,7 @@ import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 import time
 import types
@@ -59,7 +60,7 @@ def test_the_cpu_part_runs_every_step_and_writes_both_summaries(tmp_path, reuse_
     status = {step["name"]: step for step in summary["steps"]}
     assert code == 0 and summary["passed"], summary
     assert [name for name, step in status.items() if step["status"] == "skipped"] == [
-        "asv pr profile, CUDA benchmarks"]
+        "models on cora", "asv pr profile, CUDA benchmarks"]
     assert {name for name, step in status.items() if step["status"] == "pass"} == {
         "doctor", "variants on cora", "variants on cora (large-graph step)", "amp bf16",
         "amp fp16", "ddp on 2 ranks"}
@@ -159,3 +160,26 @@ def test_a_step_runs_as_its_own_process_and_a_hung_one_is_killed_with_its_childr
     time.sleep(0.2)
     # Gone, or a zombie left for a container's init that reaps nothing: not running.
     assert not child.exists() or "(zombie)" in child.read_text()
+
+
+def test_the_models_step_accepts_a_pair_that_cannot_combine_and_misses_no_other(tmp_path):
+    # The CUDA-only models step's judge, on what `gnnperf run --model` writes:
+    # an n/a row for sparse with GAT is right; a pair with no row is not.
+    gpu_check = load_gpu_check()
+    plan = gpu_check.plan_for("cpu", tmp_path)
+    result = {"epoch_time": {"median": 0.01}, "step_peak_bytes": 2 ** 20, "test_acc": 0.8,
+              "extra": {}, "compile_s": None}
+    doc = {"complete": True, "config": {"variants": ["baseline", "sparse"],
+                                        "models": ["sage", "gat"]},
+           "results": [{**result, "variant": v, "model": m}
+                       for v, m in (("baseline", "sage"), ("sparse", "sage"), ("baseline", "gat"))],
+           "unavailable": {"sparse [gat]": "sparse cannot run with model gat: attention ..."}}
+    judge = gpu_check._judge_run("models on cora", "models.json")
+    (tmp_path / "models.json").write_text(json.dumps(doc))
+    done = judge(plan, subprocess.CompletedProcess([], 0, "", ""))
+    assert done.status == "pass", done.reason
+    assert set(done.figures) == {"baseline [sage]", "sparse [sage]", "baseline [gat]"}
+    del doc["results"][2]
+    (tmp_path / "models.json").write_text(json.dumps(doc))
+    done = judge(plan, subprocess.CompletedProcess([], 0, "", ""))
+    assert done.status == "fail" and "baseline [gat]: no result" in done.reason

@@ -14,7 +14,9 @@ error in one cannot poison the next:
 3. ``amp bf16`` and ``amp fp16``: the two AMP branches, forced;
 4. ``ddp on 2 ranks``: ``ddp`` and ``sampled+ddp`` (NCCL with two GPUs;
    gloo on CPU) with the all-reduce share;
-5. ``asv pr profile, CUDA benchmarks``: ``asv run --quick`` of the ``pr``
+5. ``models on cora``: every variant of SAGE, GAT and GIN (CUDA only: the
+   tests train them on CPU); a variant a model cannot run is n/a there;
+6. ``asv pr profile, CUDA benchmarks``: ``asv run --quick`` of the ``pr``
    profile's CUDA-only benchmarks.
 
 It writes ``gpu-check.json``, ``gpu-check.md`` (a table) and each step's
@@ -153,14 +155,19 @@ def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | No
         if not doc.get("complete", False):
             problems.append("the run stopped before every variant had run")
         unavailable = doc.get("unavailable", {})
+        # n/a is right for a missing optional package and for a variant a
+        # model cannot run (sparse with GAT), nothing else.
         problems += [f"{variant} n/a: {why}" for variant, why in unavailable.items()
-                     if "pip install" not in why]
-        measured = {result["variant"] for result in doc.get("results", [])}
-        problems += [f"{variant}: no result" for variant in doc.get("config", {}).get(
-            "variants", []) if variant not in measured | set(unavailable) | set(failures)]
+                     if "pip install" not in why and "cannot run with model" not in why]
+        measured = {_label(result) for result in doc.get("results", [])}
+        config = doc.get("config", {})
+        problems += [f"{label}: no result" for label in (
+            variant if model == "gcn" else f"{variant} [{model}]"
+            for model in config.get("models", ["gcn"]) for variant in config.get("variants", []))
+            if label not in measured | set(unavailable) | set(failures)]
         figures = {}
         for result in doc.get("results", []):
-            variant = result["variant"]
+            variant = _label(result)
             peak = result.get("cuda_peak_bytes") or result.get("step_peak_bytes")
             figures[variant] = {
                 "epoch_ms": round(result["epoch_time"]["median"] * 1e3, 3),
@@ -182,6 +189,13 @@ def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | No
             if unavailable else "")
         return StepResult(name, FAIL if problems else PASS, figures=figures, reason=reason)
     return judge
+
+
+def _label(result: dict) -> str:
+    """A result's row name: the variant, with its model unless GCN (as
+    ``gnnperf run`` keys its failures and n/a rows)."""
+    model = result.get("model", "gcn")
+    return result["variant"] if model == "gcn" else f"{result['variant']} [{model}]"
 
 
 def _amp_is(dtype: str) -> Callable[[dict], list[str]]:
@@ -256,6 +270,11 @@ def steps(plan: Plan) -> list[Step]:
         Step("ddp on 2 ranks", _ddp_argv, _judge_run("ddp on 2 ranks", "ddp.json",
                                                      _allreduce_share),
              gpus_needed=2, outputs=("ddp.json",)),
+        Step("models on cora",
+             _run_argv("models-cora.json", lambda p: "cora", lambda p: p.cora_epochs,
+                       lambda p: ["--model", "sage,gat,gin"]),
+             _judge_run("models on cora", "models-cora.json"), cuda_only=True,
+             outputs=("models-cora.json",)),
         # asv's quick run compiles the compiled variants cold in fresh
         # interpreters: the longest step.
         Step("asv pr profile, CUDA benchmarks", _asv_argv, _judge_asv, cuda_only=True,
