@@ -1,4 +1,4 @@
-"""gnnperf: what each GCN training optimisation buys, measured honestly."""
+"""gnnperf: what each GNN training optimisation buys, measured honestly."""
 import os
 
 # The CPU step peak comes from torch.profiler memory events; without these,
@@ -9,7 +9,7 @@ os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 from gnnperf.data import SyntheticSpec, load_dataset, synthetic_graph
 from gnnperf.errors import GnnperfError
 from gnnperf.measure import SamplerThroughput, VariantResult, measure_sampler, measure_variant
-from gnnperf.models import GCN, normalize_graph
+from gnnperf.models import GAT, GCN, GIN, MODELS, GraphSAGE, ModelSpec, get_model, normalize_graph
 from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
 from gnnperf.variants import (
     STANDARD_VARIANTS,
@@ -25,9 +25,9 @@ from gnnperf.variants import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "GCN", "GnnperfError", "STANDARD_VARIANTS", "SamplerThroughput", "SyntheticSpec",
+    "GAT", "GCN", "GIN", "GnnperfError", "GraphSAGE", "MODELS", "ModelSpec", "STANDARD_VARIANTS", "SamplerThroughput", "SyntheticSpec",
     "TECHNIQUES", "Technique", "TrainConfig", "TrainingRun", "VariantResult",
-    "VectorizedNeighborSampler", "get_variant", "load_dataset", "make_neighbor_loader",
+    "VectorizedNeighborSampler", "get_model", "get_variant", "load_dataset", "make_neighbor_loader",
     "measure_sampler", "measure_variant", "normalize_graph", "reference_variant",
     "standard_variants", "synthetic_graph",
 ]

@@ -66,14 +66,8 @@ class GIN(BlockGNN):
     dropout between layers, none on the input.
 
     Args:
-        in_channels (int): Input feature width.
-        hidden_channels (int): Hidden width.
-        out_channels (int): Number of classes.
-        num_layers (int): Number of layers. (default: :obj:`2`)
-        dropout (float): Dropout before every layer but the first.
-            (default: :obj:`0.5`)
-        checkpoint (bool): Recompute each block in the backward pass.
-            (default: :obj:`False`)
+        in_channels, hidden_channels, out_channels, num_layers, dropout,
+            checkpoint: As :class:`~gnnperf.models.sage.GraphSAGE`'s.
         train_eps (bool): Learn each layer's :math:`\epsilon`.
             (default: :obj:`False`, PyG's)
     """
