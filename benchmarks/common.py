@@ -267,9 +267,9 @@ def current_profile() -> Profile:
         from gnnperf.models import get_model
     except ImportError:  # a commit before models: GCN alone trains; the others are n/a
         get_model = None
-    for model in models if get_model is not None else ():
-        try:
-            get_model(model)
+    if get_model is not None:
+        try:  # checked, and spelled as the registry does (GCN, not gcn, is no new case)
+            models = tuple(dict.fromkeys(get_model(model).name for model in models))
         except Exception as exc:
             raise ValueError(f"{MODELS_ENV}: {exc}") from None
     return dataclasses.replace(

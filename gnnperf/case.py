@@ -16,6 +16,7 @@ checkouts of gnnperf.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +25,16 @@ import torch
 #: The gate's and the pytest benchmarks' graphs: the tutorial's Cora (a 24 ms
 #: step on one core) and a 10k-node synthetic graph (sampling has work to do).
 DEFAULT_DATASETS = ("cora", "synthetic-10k")
-#: gnnperf.models.DEFAULT_MODEL, spelled here: this module runs on other
-#: checkouts' gnnperf, some from before models were an axis.
+#: gnnperf.models.DEFAULT_MODEL and the registry's built-in names, spelled
+#: here: this module runs on other checkouts' gnnperf, some from before
+#: models were an axis.
 DEFAULT_MODEL = "gcn"
+BUILT_IN_MODELS = ("gcn", "sage", "gat", "gin")
+_USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def _reads_as_model(text: str) -> bool:
+    return text.lower() in BUILT_IN_MODELS or bool(_USER_MODEL.match(text))
 
 
 @dataclass(frozen=True)
@@ -55,18 +63,25 @@ class Case:
     @classmethod
     def parse(cls, text: str, **fields: Any) -> "Case":
         """``variant@dataset`` or ``variant@dataset@model`` (the gate's and
-        bisect's spelling)."""
-        parts = [part.strip() for part in text.split("@")]
-        if len(parts) not in (2, 3) or not all(parts):
+        bisect's spelling). A last ``@`` part is the model only when it reads
+        as one (a built-in name or ``module:function``): a graph file's path
+        may hold an ``@`` too."""
+        variant, sep, rest = (part.strip() for part in text.partition("@"))
+        dataset, model = rest, DEFAULT_MODEL
+        head, at, tail = rest.rpartition("@")
+        if at and _reads_as_model(tail.strip()):
+            dataset, model = head.strip(), tail.strip()
+        if not sep or not variant or not dataset:
             raise ValueError(f"benchmark case {text!r}: write variant@dataset or "
                              f"variant@dataset@model, e.g. baseline@cora or sampled@cora@sage")
-        return cls.of(parts[0], parts[1], parts[2] if len(parts) == 3 else DEFAULT_MODEL,
-                      **fields)
+        return cls.of(variant, dataset, model, **fields)
 
     @classmethod
     def of(cls, variant: str, dataset: str, model: str = "gcn", **fields: Any) -> "Case":
-        """A case of :obj:`model` (no ``model`` override for the default)."""
+        """A case of :obj:`model` (no ``model`` override for the default; a
+        built-in model's name in lower case, as the registry spells it)."""
         config = dict(fields.pop("config", ()))
+        model = model.strip().lower() if model.strip().lower() in BUILT_IN_MODELS else model
         if model != DEFAULT_MODEL:
             config["model"] = model
         return cls(variant, dataset, tuple(sorted(config.items())), **fields)

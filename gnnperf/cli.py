@@ -178,18 +178,18 @@ def run_command(args: argparse.Namespace) -> int:
     variants = [spec.name for spec in specs]
     if not variants:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
-    # Each (model, variant) pair that can run; one that cannot is an error
-    # when asked for by name, an n/a row with its reason in the default set.
+    # Each (model, variant) pair that can run; one that cannot is an n/a row
+    # with its reason, and an error when a variant asked for by name runs
+    # with none of the models asked for.
     pairs, cannot = [], {}
-    for model in models:
-        for spec in specs:
-            reason = spec.cannot_run_with(get_model(model))
-            if reason and explicit:
-                raise GnnperfError(reason)
-            if reason:
-                cannot[result_label(spec.name, model)] = reason
-            else:
-                pairs.append((model, spec.name))
+    for spec in specs:
+        reasons = {model: spec.cannot_run_with(get_model(model)) for model in models}
+        if explicit and all(reasons.values()):
+            raise GnnperfError(next(iter(reasons.values())))
+        cannot.update({result_label(spec.name, model): reason
+                       for model, reason in reasons.items() if reason})
+    pairs = [(model, spec.name) for model in models for spec in specs
+             if result_label(spec.name, model) not in cannot]
     from gnnperf.data import check_dataset_name
     check_dataset_name(args.dataset)
     try:

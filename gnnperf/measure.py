@@ -164,6 +164,12 @@ def result_label(variant: str, model: str) -> str:
     return variant if model == DEFAULT_MODEL else f"{variant} [{model}]"
 
 
+def label_parts(label: str) -> tuple[str, str]:
+    """The (variant, model) a :func:`result_label` names."""
+    variant, bracket, model = label.partition(" [")
+    return (variant, model[:-1]) if bracket and model.endswith("]") else (label, DEFAULT_MODEL)
+
+
 class _EpochCounter:
     def __init__(self) -> None:
         self.steps = self.seeds = self.edges = 0

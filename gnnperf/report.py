@@ -9,7 +9,7 @@ from typing import Sequence
 from tabulate import tabulate
 
 from gnnperf.io import write_atomic
-from gnnperf.measure import SamplerThroughput, VariantResult
+from gnnperf.measure import SamplerThroughput, VariantResult, label_parts
 from gnnperf.models import DEFAULT_MODEL
 
 MIB = 2 ** 20
@@ -103,12 +103,14 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
             line += ["" if row["world_size"] is None else str(row["world_size"]),
                      fmt(row["allreduce_share"], ".0%") if row["world_size"] else "",
                      fmt(row["scaling_efficiency"], ".2f") if row["world_size"] else ""]
-    for variant, error in (failures or {}).items():
-        table.append([variant, "", "failed", *[""] * 5, error[:60]] + [""] * (len(headers) - 9))
-    for variant, reason in (unavailable or {}).items():
-        table.append([variant, "", "n/a", *[""] * 5, reason[:60]] + [""] * (len(headers) - 9))
-    if not any(r.model != DEFAULT_MODEL for r in results) and not any(
-            " [" in key for key in {**(failures or {}), **(unavailable or {})}):
+    not_measured = [(*label_parts(label), "failed", error)
+                    for label, error in (failures or {}).items()]
+    not_measured += [(*label_parts(label), "n/a", reason)
+                     for label, reason in (unavailable or {}).items()]
+    for variant, model, what, why in not_measured:
+        table.append([variant, model, what, *[""] * 5, why[:60]] + [""] * (len(headers) - 9))
+    if all(model == DEFAULT_MODEL for model in [r.model for r in results]
+           + [row[1] for row in not_measured]):
         headers.pop(1)  # GCN alone: no model column
         for line in table:
             line.pop(1)

@@ -145,16 +145,20 @@ def _copy_gat(ours, reference):
 @pytest.mark.parametrize("model,pyg_conv,copy_weights", [
     ("sage", lambda: SAGEConv(8, 5), _copy_sage),
     ("gin", lambda: GINConv(MLP([8, 5, 5], norm=None)), _copy_gin),
-    ("gat", lambda: GATConv(8, 5, heads=1, concat=False), _copy_gat),
+    ("gat", lambda: GATConv(8, 5, heads=8, concat=False), _copy_gat),  # an output layer
+    ("gat-hidden", lambda: GATConv(8, 5, heads=8), _copy_gat),
 ])
 def test_each_models_layer_computes_what_pygs_own_conv_does(model, pyg_conv, copy_weights):
     # Ours projects first and aggregates the projected width, on a graph
     # prepared once; PyG's conv on the raw edges must give the same outputs
     # and input gradients with the same weights.
     from gnnperf.models import get_model
+    from gnnperf.models.gat import _GATConv
     torch.manual_seed(0)
-    spec = get_model(model)
+    spec = get_model(model.split("-")[0])
     net = spec.build(8, 5, 5, 1, 0.0).eval()
+    if model == "gat-hidden":  # a hidden layer: 8 heads concatenated
+        net.blocks[0].conv = _GATConv(8, 5, 8, concat=True, dropout=0.0).eval()
     reference = pyg_conv().eval()
     copy_weights(net.blocks[0].conv, reference)
     edge_index = _random_graph()
@@ -167,13 +171,19 @@ def test_each_models_layer_computes_what_pygs_own_conv_does(model, pyg_conv, cop
     torch.testing.assert_close(grad_ours, grad_theirs, rtol=1e-4, atol=1e-5)
 
 
-def test_gat_hidden_layers_are_the_examples_eight_heads():
-    from gnnperf.models import GAT
+def test_gat_is_pygs_gat_model_eight_heads_concatenated_then_averaged():
+    # The same layers as its reference, torch_geometric.nn.models.GAT.
+    from gnnperf.models import GAT, get_model
     net = GAT(1433, 8, 7, num_layers=2)
     first, last = (block.conv for block in net.blocks)
     assert (first.heads, first.out_channels, first.concat) == (8, 8, True)
-    assert (last.heads, last.out_channels, last.concat) == (1, 7, False)
+    assert (last.heads, last.out_channels, last.concat) == (8, 7, False)
     assert last.in_channels == 64
+    reference = get_model("gat").reference(1433, 8, 7, 2, 0.5)
+    assert [(c.in_channels, c.out_channels, c.heads, c.concat) for c in reference.convs] == [
+        (c.in_channels, c.out_channels, c.heads, c.concat) for c in (first, last)]
+    assert sum(p.numel() for p in net.parameters()) == sum(
+        p.numel() for p in reference.parameters())
 
 
 @pytest.mark.parametrize("model", ["sage", "gat", "gin"])

@@ -101,16 +101,15 @@ class GateOptions:
             check_dataset_name(name)
         from gnnperf.models import get_model
         from gnnperf.variants import get_variant
-        for name in self.models:
-            model = get_model(name)
-            for variant in self.variants or ():
-                try:
-                    spec = get_variant(variant)
-                except GnnperfError:
-                    continue  # maybe only one arm knows it: the probes judge
-                reason = model.name != DEFAULT_MODEL and spec.cannot_run_with(model)
-                if reason:  # before any worker starts
-                    raise GnnperfError(f"{spec.name}@{model.name}: {reason}")
+        models = [get_model(name) for name in self.models]
+        for variant in self.variants or ():
+            try:
+                spec = get_variant(variant)
+            except GnnperfError:
+                continue  # maybe only one arm knows it: the probes judge
+            reasons = [spec.cannot_run_with(model) for model in models]
+            if all(reasons):  # before any worker starts: it runs with none of them
+                raise GnnperfError(f"{spec.name}: {reasons[0]}")
         for case in self.cases:
             check_dataset_name(case.dataset)
 
@@ -167,27 +166,27 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
                 raise GnnperfError(f"unknown variant {unknown[0]!r} in both arms")
             cases = options.cases or _combining(default_cases(
                 options.variants or probes["head"].standard_variants, options.datasets,
-                options.models), named=bool(options.variants), log=log)
+                options.models), log)
             return compare_arms(options, arms, cases, log, probes, started)
         finally:
             for worker in started.values():  # any never given its cases
                 worker.close()
 
 
-def _combining(cases: list[Case], named: bool, log: Callable[[str], None]) -> list[Case]:
+def _combining(cases: list[Case], log: Callable[[str], None]) -> list[Case]:
     """The cases whose variant can train their model (this checkout's
-    registry); one that cannot is an error when its variant was named, else
-    left out with a line saying why."""
+    registry); one that cannot is left out with a line saying why (a named
+    variant that runs with none of the models was refused in validate)."""
     from gnnperf.models import get_model
     from gnnperf.variants import get_variant
     kept = []
     for case in cases:
-        if case.model == DEFAULT_MODEL:
-            kept.append(case)  # every variant trains GCN (and older trees know no models)
-            continue
-        reason = get_variant(case.variant).cannot_run_with(get_model(case.model))
-        if reason and named:
-            raise GnnperfError(f"{case.name}: {reason}")
+        try:
+            spec = get_variant(case.variant)
+        except GnnperfError:  # only the other arm knows it: the arms judge it
+            spec = None
+        reason = spec is not None and case.model != DEFAULT_MODEL and spec.cannot_run_with(
+            get_model(case.model))
         if reason:
             log(f"left out {case.name}: {reason}")
         else:

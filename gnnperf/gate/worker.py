@@ -92,6 +92,10 @@ def prepare_cases(args: argparse.Namespace, measure=None):
             prepared.append(status("absent" if errors.is_unknown_variant(exc) else "error", exc))
             continue
         try:
+            missing_model = _missing_model(dict(case.config).get("model"))
+            if missing_model:  # a tree before the model axis, or without this model: absent
+                prepared.append({"status": "absent", "reason": missing_model})
+                continue
             if case.dataset not in datasets:
                 datasets[case.dataset] = load_dataset(case.dataset)
             ready = case_module.prepare(case, datasets[case.dataset])
@@ -99,6 +103,24 @@ def prepare_cases(args: argparse.Namespace, measure=None):
         except Exception as exc:  # noqa: BLE001 -- every failure is reported, none hidden
             prepared.append(status("unavailable" if errors.is_unavailable(exc) else "error", exc))
     return prepared
+
+
+def _missing_model(model: str | None) -> str | None:
+    """Why this tree cannot train :obj:`model` (it has no model registry, or
+    not that model), or None when it can or the case is GCN's (every tree's)."""
+    if model is None:
+        return None
+    try:
+        from gnnperf.models import get_model
+    except ImportError:
+        return f"this tree has no model registry (model {model})"
+    try:
+        get_model(model)
+    except Exception as exc:  # noqa: BLE001 -- only "no such model" is absent
+        if str(exc).startswith("unknown model"):
+            return str(exc)
+        raise
+    return None
 
 
 def _work_of(workcount, case) -> dict:

@@ -86,7 +86,7 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("sage", "GraphSAGE: mean over in-neighbours plus a root weight",
               _built_in(GraphSAGE), mean_weights, references.pyg_graphsage,
               "torch_geometric.nn.models.GraphSAGE"),
-    ModelSpec("gat", "GAT: 8 attention heads, one out (PyG's examples/gat.py)",
+    ModelSpec("gat", "GAT: 8 attention heads per layer, averaged in the output (PyG's GAT)",
               _built_in(GAT), self_loop_graph, references.pyg_gat,
               "torch_geometric.nn.models.GAT (8 heads)",
               lacks={FIXED_AGGREGATION: "attention weighs every edge anew each step, so no "

@@ -1,6 +1,7 @@
-"""GAT (Velickovic et al., 2018) as in PyG's ``examples/gat.py``: 8 heads
-concatenated in the hidden layers, one head out, dropout on the attention
-coefficients; self-loops added once with the graph."""
+"""GAT (Velickovic et al., 2018) as PyG's ``GAT`` model builds it: 8 heads
+in every layer, concatenated in the hidden layers and averaged in the
+output one, dropout on the attention coefficients; self-loops added once
+with the graph."""
 from __future__ import annotations
 
 from torch import Tensor
@@ -11,7 +12,7 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 from gnnperf.errors import GnnperfError
 from gnnperf.models.blocks import Block, BlockGNN, check_sizes, target_size
 
-#: Attention heads of the hidden layers (PyG's example and the paper's Cora setup).
+#: Attention heads of every layer (PyG's example and the paper's Cora setup).
 HEADS = 8
 
 
@@ -51,11 +52,12 @@ class _GATConv(GATConv):
 
 
 class GAT(BlockGNN):
-    r"""The graph attention network of PyG's ``examples/gat.py``: hidden
-    layers of :data:`HEADS` concatenated heads of :obj:`hidden_channels` each
-    (the example's 8 x 8), an output layer of one head; a ReLU (the example's
-    ELU is PyG's GAT model's ReLU here) and dropout between layers, the same
-    dropout on the attention coefficients.
+    r"""The graph attention network of PyG's ``GAT`` model (its reference):
+    hidden layers of :data:`HEADS` concatenated heads of
+    :obj:`hidden_channels` each (``examples/gat.py``'s 8 x 8 at
+    ``--hidden 8``), an output layer of :data:`HEADS` heads averaged (the
+    example's output layer has one); a ReLU and dropout between layers, the
+    same dropout on the attention coefficients.
 
     Args:
         in_channels (int): Input feature width.
@@ -76,8 +78,8 @@ class GAT(BlockGNN):
         blocks, width = [], in_channels
         for i in range(num_layers):
             last = i == num_layers - 1
-            conv = (_GATConv(width, out_channels, 1, concat=False, dropout=dropout) if last
-                    else _GATConv(width, hidden_channels, heads, concat=True, dropout=dropout))
+            conv = _GATConv(width, out_channels if last else hidden_channels, heads,
+                            concat=not last, dropout=dropout)
             blocks.append(Block(conv, dropout if i else 0.0, activate=not last))
             width = hidden_channels * heads
         super().__init__(blocks, checkpoint)

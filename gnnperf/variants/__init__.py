@@ -84,9 +84,10 @@ class Variant:
         for technique in self.techniques:
             for capability in technique.needs_model:
                 if not model.has(capability):
-                    able = ",".join(m for m, spec in MODELS.items() if spec.has(capability))
-                    fix = (f"drop {technique.name} from {self.name}, or use --model {able}"
-                           if len(self.techniques) > 1 else f"use it with --model {able}")
+                    able = ", ".join(m for m, spec in MODELS.items() if spec.has(capability))
+                    fix = (f"drop {technique.name} from {self.name}, or train a model it runs "
+                           f"with ({able})" if len(self.techniques) > 1
+                           else f"it runs with {able}")
                     return (f"{technique.name} cannot run with model {model.name}: "
                             f"{model.why_not(capability)}; {fix}")
         return None

@@ -30,12 +30,15 @@ class Saint(Technique):
     nodes in ``stats`` (``saint_unseen_edges``, ``saint_unseen_nodes``), with a
     warning line above 1%. Then:
 
-    * edge weights are the full graph's GCN weights times ``edge_norm``
+    * edge weights are the full graph's, as the model prepares them (GCN's
+      normalisation, SAGE's mean, GIN's ones), times ``edge_norm``
       (:meth:`~gnnperf.graph_sampling.RandomWalkSampler.compute_norm`):
       :math:`C_v / C_{uv}` with :math:`v` the aggregating node
       (:obj:`saint_norm="paper"`, Zeng et al. 2020) or PyG's source-count
       :math:`C_u / C_{uv}` (``pyg``), self-loops included (norm 1); a
-      never-drawn edge keeps its GCN weight;
+      never-drawn edge keeps its prepared weight; a model whose aggregation
+      takes no weights (GAT's attention, recorded as
+      ``saint_aggregator_norm``) keeps only the loss normalisation below;
     * the loss is :math:`\sum_{v \in \text{train} \cap S} \ell_v \cdot
       \text{node\_norm}_v`, scaled by :math:`N / |\text{train}|` so its
       expectation is the full-batch mean loss over the training nodes (PyG's
