@@ -80,8 +80,11 @@ def test_full_batch_trimming_gives_the_full_graph_loss_and_gradients(variant, mo
     for _ in range(3):  # identical steps: the same loss, so the same gradients
         losses = [float(run.step(next(iter(run.batches())))) for run in runs]
         assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    # Adam moves a parameter by about lr whatever its gradient's size, so a
+    # near-zero gradient summed in another edge order (GAT's softmax: one of
+    # 2048 weights 3e-6 apart after 3 steps) differs by more than its rounding.
     for p, q in zip(runs[0].model.parameters(), runs[1].model.parameters()):
-        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
 
 
 def test_receptive_field_is_ordered_by_hop():
