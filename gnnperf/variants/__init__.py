@@ -10,6 +10,7 @@ from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, UnknownVariant
 from gnnperf.models import MODELS, ModelSpec, get_model
+from gnnperf.shards import current_shard
 from gnnperf.variants.amp import Amp
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
@@ -103,7 +104,6 @@ class Variant:
                           data_device=torch.device("cpu") if on_host else device)
         run.techniques = self.techniques
         if any(t.data_parallel for t in self.techniques):
-            from gnnperf.distributed import current_shard
             run.shard = current_shard()
             # Full batch: a disjoint, equal (to one node) share of the training nodes.
             run.train_nodes = run.train_nodes.tensor_split(run.shard.world_size)[run.shard.rank]

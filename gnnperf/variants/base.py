@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gnnperf.distributed import Shard
+from gnnperf.shards import Shard
 from gnnperf.errors import GnnperfError
 from gnnperf.models import DEFAULT_MODEL, LayerGraph, ModelSpec, get_model
 

@@ -12,6 +12,7 @@ import torch
 
 from gnnperf.graph_sampling import RandomWalkSampler
 from gnnperf.models import EDGE_WEIGHTS
+from gnnperf.shards import max_over_ranks
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -102,11 +103,7 @@ class Saint(Technique):
         if shard is not None and shard.world_size > 1:
             # Every rank must take as many steps (DDP all-reduces in each):
             # the largest count, an epoch's work then split across the ranks.
-            # NCCL reduces device tensors only; gloo, host ones.
-            where = run.device if shard.backend == "nccl" else torch.device("cpu")
-            count = torch.tensor([math.ceil(steps / shard.world_size)], device=where)
-            torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
-            steps = int(count)
+            steps = max_over_ranks(math.ceil(steps / shard.world_size), shard, run.device)
         run.stats["saint_steps_per_epoch"] = steps
         run.dynamic_shapes = True
 

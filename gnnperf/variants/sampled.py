@@ -6,7 +6,7 @@ from typing import Iterable
 
 from torch_geometric.data import Data
 
-from gnnperf.distributed import ShardedBatches
+from gnnperf.shards import ShardedBatches
 from gnnperf.sampling import make_neighbor_loader
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 

@@ -1,0 +1,101 @@
+"""The packages import in layers: no module imports one that imports it back
+(imports inside functions counted), checked by this file's own walk of the
+sources (CI also runs ../shared/tools/import_cycles.py, which users lack)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def module_name(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, name: str, known: set[str]) -> set[str]:
+    """The package's modules that :obj:`path` (module :obj:`name`) imports
+    anywhere in its source, relative imports resolved; ``from a import b``
+    counts ``a.b`` when that is a module, else ``a``."""
+    is_package = path.name == "__init__.py"
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[:len(base) - node.level + 1]
+                module = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # a name inside a module: the module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    paths = {module_name(p, package): p for p in package.rglob("*.py")}
+    known = set(paths)
+    return {name: imported_modules(path, name, known) for name, path in paths.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in graph.get(node, ()):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_walk_finds_a_cycle_through_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from .low import helper\n")
+    (package / "sub" / "low.py").write_text("def helper():\n    from pkg import high\n")
+    (package / "high.py").write_text("from pkg.sub import helper\n")
+    (package / "alone.py").write_text("import os\nfrom . import high\n")
+    graph = import_graph(package)
+    assert graph["pkg.alone"] == {"pkg.high"}
+    assert cycles(graph) == [["pkg.high", "pkg.sub", "pkg.sub.low"]]
+
+
+@pytest.mark.parametrize("package", ["gnnperf", "benchmarks"])
+def test_no_import_cycle(package):
+    graph = import_graph(ROOT / package)
+    assert len(graph) > 5
+    assert cycles(graph) == []
