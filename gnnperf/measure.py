@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
@@ -18,6 +17,7 @@ from gnnperf.errors import GnnperfError, Unavailable, is_unavailable
 from gnnperf.models import DEFAULT_MODEL
 from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.roofline import StepWork
+from gnnperf.stats import quartiles, relative_iqr
 from gnnperf.timers import synchronize, timed
 from gnnperf.variants import TrainConfig, TrainingRun, get_variant
 
@@ -57,16 +57,13 @@ class Timing:
 
     @classmethod
     def of(cls, samples: list[float]) -> "Timing":
-        if len(samples) >= 2:
-            q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-        else:
-            q1 = q3 = samples[0]
-        return cls(statistics.median(samples), q1, q3, min(samples), samples)
+        q1, median, q3 = quartiles(samples)
+        return cls(median, q1, q3, min(samples), samples)
 
     @property
     def spread(self) -> float:
         """Interquartile range relative to the median."""
-        return (self.q3 - self.q1) / self.median if self.median > 0 else 0.0
+        return relative_iqr(self.samples)
 
 
 @dataclass

@@ -6,6 +6,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from gnnperf.stats import relative_iqr
+
 
 @dataclass
 class TimeSamples:
@@ -38,15 +40,6 @@ class Verdict:
     p_faster: float
     verdict: str
     pairs: int = 0  # the process pairs it was decided on
-
-
-def _spread(values: list[float]) -> float:
-    """Interquartile range relative to the median."""
-    if len(values) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    med = statistics.median(values)
-    return (q3 - q1) / med if med > 0 else 0.0
 
 
 def pair_log_ratios(a: list[list[float]], b: list[list[float]]) -> list[list[float]]:
@@ -100,8 +93,8 @@ def decide(samples: TimeSamples, threshold: float, alpha: float) -> Verdict:
     verdict = judge(ratio, p_slower, p_faster, threshold, alpha)
     flat_a = [t for rounds in samples.a for t in rounds]
     flat_b = [t for rounds in samples.b for t in rounds]
-    return Verdict(samples.case, statistics.median(flat_a), statistics.median(flat_b), _spread(flat_a),
-                   _spread(flat_b), ratio, math.exp(lo), math.exp(hi), p_slower, p_faster,
+    return Verdict(samples.case, statistics.median(flat_a), statistics.median(flat_b), relative_iqr(flat_a),
+                   relative_iqr(flat_b), ratio, math.exp(lo), math.exp(hi), p_slower, p_faster,
                    verdict, len(samples.a))
 
 
