@@ -20,6 +20,7 @@ from torch_geometric.loader.utils import index_select as pyg_index_select
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from gnnperf.errors import GnnperfError
+from gnnperf.torch_private import HAS_STORAGE_USE_COUNT, storage_use_count
 
 
 # torch.nonzero_static has a CUDA kernel from torch 2.6 on (pytorch#141838);
@@ -250,10 +251,6 @@ class VectorizedNeighborSampler(BaseSampler):
         return chosen
 
 
-def _storage_use_count(tensor: Tensor) -> int:
-    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
-
-
 class BufferPool:
     r"""Output buffers for per-batch row gathers, reused once released.
 
@@ -273,7 +270,7 @@ class BufferPool:
         self.capacity = capacity
         # (buffer, its storage's use count while only the pool holds it)
         self._buffers: list[tuple[Tensor, int]] = []
-        self.enabled = hasattr(torch._C, "_storage_Use_Count")
+        self.enabled = HAS_STORAGE_USE_COUNT
 
     def index_select(self, source: Tensor, index: Tensor) -> Tensor:
         """``torch.index_select(source, 0, index)`` into a pooled buffer."""
@@ -286,7 +283,7 @@ class BufferPool:
 
     def _take(self, numel: int, source: Tensor) -> Tensor | None:
         released = [i for i, (buffer, free_count) in enumerate(self._buffers)
-                    if _storage_use_count(buffer) == free_count]
+                    if storage_use_count(buffer) == free_count]
         for i in released:
             buffer = self._buffers[i][0]
             if (buffer.dtype, buffer.device) == (source.dtype, source.device) \
@@ -297,7 +294,7 @@ class BufferPool:
         if len(self._buffers) >= self.capacity:
             return None
         buffer = source.new_empty(int(numel * self.headroom))
-        self._buffers.append((buffer, _storage_use_count(buffer)))
+        self._buffers.append((buffer, storage_use_count(buffer)))
         return buffer
 
 

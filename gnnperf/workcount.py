@@ -39,10 +39,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+
 # Private module, public class: the documented way to write a dispatch mode
 # (PyTorch's own FlopCounterMode and DebugMode derive from it); a canary
 # test (tests/test_workcount.py) counts known ops through it.
-from torch.utils._python_dispatch import TorchDispatchMode
+from gnnperf.torch_private import TorchDispatchMode, schema_arguments
 
 if TYPE_CHECKING:
     from gnnperf.case import PreparedCase
@@ -165,10 +166,10 @@ def _sparse_operand(args) -> torch.Tensor | None:
 
 def _mutated_arguments(func, args, kwargs) -> list[torch.Tensor]:
     """The tensors :obj:`func`'s schema marks as written (``Tensor(a!)``)."""
-    # OpOverload._schema is private; torchgen and FakeTensor read it the same
-    # way (tests/test_workcount.py's canary counts fused Adam's writes).
+    # A private schema (gnnperf.torch_private); tests/test_roofline.py's
+    # canary counts fused Adam's writes through it.
     mutated = []
-    for position, argument in enumerate(func._schema.arguments):
+    for position, argument in enumerate(schema_arguments(func)):
         if argument.alias_info is None or not argument.alias_info.is_write:
             continue
         if argument.name in kwargs:

@@ -5,16 +5,8 @@ import torch
 
 from torch.optim.adam import adam
 
+from gnnperf.torch_private import dynamo_config, dynamo_counts
 from gnnperf.variants.base import Batch, Technique, TrainingRun
-
-
-def _dynamo_counts() -> tuple[int, int]:
-    # Private: torch.compiler has no public graph or graph-break count (only
-    # torch._dynamo.explain, which recompiles). Canary:
-    # tests/test_workcount.py::test_measure_work_of_a_compiled_variant_has_no_recompiles
-    # needs compiled_graphs >= 1 from these counters.
-    from torch._dynamo.utils import counters
-    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
 class CompileCounter:
@@ -22,15 +14,15 @@ class CompileCounter:
     (Dynamo's own counters, which skip its internal tracing restarts)."""
 
     def __init__(self) -> None:
-        self._graphs_at_start, self._breaks_at_start = _dynamo_counts()
+        self._graphs_at_start, self._breaks_at_start = dynamo_counts()
 
     @property
     def graphs(self) -> int:
-        return _dynamo_counts()[0] - self._graphs_at_start
+        return dynamo_counts()[0] - self._graphs_at_start
 
     @property
     def graph_breaks(self) -> int:
-        return _dynamo_counts()[1] - self._breaks_at_start
+        return dynamo_counts()[1] - self._breaks_at_start
 
 
 # Inductor settings for CPU runs, each measured on synthetic-1m at hidden 16
@@ -120,12 +112,12 @@ def compile_whole_step(run: TrainingRun, dynamic: bool, options: dict | None):
     compiled = torch.compile(step, dynamic=dynamic, options=options)
 
     def traced_step(batch: Batch) -> torch.Tensor:
-        # Private: Dynamo traces autograd.grad only with this flag (torch
-        # 2.13; otherwise a graph break before it). It is read while tracing,
-        # which happens inside the call, so it is set around each call, by
-        # hand: torch._dynamo.config.patch costs 48 us a call, this 5.5.
-        # Canary: tests/test_variants.py::test_compiled_traces_the_whole_step
-        config = torch._dynamo.config
+        # Dynamo traces autograd.grad only with this flag (private:
+        # gnnperf.torch_private; otherwise a graph break before it). It is
+        # read while tracing, which happens inside the call, so it is set
+        # around each call, by hand: torch._dynamo.config.patch costs 48 us a
+        # call, this 5.5. Canary: tests/test_variants.py::test_compiled_traces_the_whole_step
+        config = dynamo_config()
         previous = config.trace_autograd_ops
         config.trace_autograd_ops = True
         try:

@@ -1,0 +1,46 @@
+"""Every private torch API gnnperf touches, in one place, each with why no
+public one serves and its canary (tests/test_torch_private.py): a torch
+release that moves one fails there by name, not somewhere in a measurement."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+# A dispatch mode seeing every ATen call (the op counter): torch has no
+# public base class for one; FlopCounterMode and FakeTensorMode build on it.
+from torch.utils._python_dispatch import TorchDispatchMode
+
+#: torch._C._storage_Use_Count exists (the buffer pool needs it; without it
+#: the pool is off and gathers get fresh tensors).
+HAS_STORAGE_USE_COUNT = hasattr(torch._C, "_storage_Use_Count")
+
+
+def storage_use_count(tensor: torch.Tensor) -> int:
+    """References to :obj:`tensor`'s storage (tensors and views on it): no
+    public API says whether a buffer is still referenced outside a pool."""
+    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
+
+
+def dynamo_counts() -> tuple[int, int]:
+    """Dynamo's graphs compiled and graph breaks so far in this process:
+    ``torch.compiler`` has no public count (only ``torch._dynamo.explain``,
+    which compiles again)."""
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+
+def dynamo_config() -> Any:
+    """``torch._dynamo.config``: Dynamo traces ``autograd.grad`` (the whole
+    compiled step) only with its ``trace_autograd_ops`` flag (torch 2.13),
+    which has no public setter."""
+    return torch._dynamo.config
+
+
+def schema_arguments(op) -> list:
+    """The arguments of an ATen overload's schema (``OpOverload._schema``,
+    what torchgen and FakeTensor read): which ones an op writes."""
+    return op._schema.arguments
+
+
+__all__ = ["HAS_STORAGE_USE_COUNT", "TorchDispatchMode", "dynamo_config", "dynamo_counts",
+           "schema_arguments", "storage_use_count"]
