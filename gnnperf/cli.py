@@ -5,11 +5,15 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gnnperf.errors import GnnperfError, is_unavailable
 from gnnperf.io import write_atomic
+
+if TYPE_CHECKING:
+    from gnnperf.variants import TrainConfig
 
 DEFAULT_DATASET = "cora"  # the tutorial's graph, bundled with the package
 DATASET_HELP = ("cora, citeseer (bundled), synthetic-cora, synthetic-1m, ..., "
@@ -143,45 +147,46 @@ def _check_output(path: Path | None, option: str) -> None:
         raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist; create it first")
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+@dataclass
+class RunPlan:
+    """What ``gnnperf run`` will measure, every option checked before the
+    dataset loads and anything trains: the configuration, the models, the
+    parsed variants, the (model, variant) pairs that run and the pairs that
+    cannot (label -> the registry's reason), and the reference variant."""
+    config: "TrainConfig"
+    models: list[str]
+    specs: list
+    pairs: list[tuple[str, str]]
+    cannot: dict[str, str]
+    reference: str
 
-    from gnnperf import distributed, report
-    from gnnperf.data import dataset_identity, load_dataset
-    from gnnperf.fingerprint import environment, tune_allocator
-    from gnnperf.measure import (measure_variant, resolve_device, result_label, set_threads,
-                                 with_roofline)
+    @property
+    def variants(self) -> list[str]:
+        return [spec.name for spec in self.specs]
+
+
+def _train_config(args: argparse.Namespace):
+    from gnnperf.variants import TrainConfig
+    return TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
+                       dropout=args.dropout, lr=args.lr, fanout=args.fanout,
+                       batch_size=args.batch_size, sampler=args.sampler,
+                       saint_roots=args.saint_roots, saint_walk_length=args.saint_walk_length,
+                       saint_coverage=args.saint_coverage, saint_norm=args.saint_norm,
+                       amp_dtype=args.amp_dtype, saint_seen_edges=args.saint_seen_edges,
+                       saint_min_count=args.saint_min_count,
+                       saint_max_coverage=args.saint_max_coverage,
+                       cluster_parts=args.cluster_parts, cluster_batch=args.cluster_batch,
+                       seed=args.seed)
+
+
+def _model_variant_pairs(models: list[str], specs: list, explicit: bool
+                         ) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Each (model, variant) pair that can run, and the label -> reason of
+    each that cannot: an n/a row, or an error when a variant asked for by
+    name runs with none of the models asked for."""
+    from gnnperf.measure import result_label
     from gnnperf.models import get_model
-    from gnnperf.roofline import cached_roofs
-    from gnnperf.variants import TrainConfig, get_variant, standard_variants
-
-    config = TrainConfig(epochs=args.epochs, hidden=args.hidden, layers=args.layers,
-                         dropout=args.dropout, lr=args.lr, fanout=args.fanout,
-                         batch_size=args.batch_size, sampler=args.sampler,
-                         saint_roots=args.saint_roots, saint_walk_length=args.saint_walk_length,
-                         saint_coverage=args.saint_coverage, saint_norm=args.saint_norm,
-                         amp_dtype=args.amp_dtype,
-                         saint_seen_edges=args.saint_seen_edges,
-                         saint_min_count=args.saint_min_count,
-                         saint_max_coverage=args.saint_max_coverage,
-                         cluster_parts=args.cluster_parts,
-                         cluster_batch=args.cluster_batch, seed=args.seed)
-    # Every option is checked here, before the dataset loads and any variant trains.
-    models = list(dict.fromkeys(get_model(name).name for name in args.model.split(",")
-                                if name.strip()))
-    if not models:
-        raise GnnperfError("no model given; e.g. --model gcn,sage")
-    config.validate()
-    explicit = args.variants is not None
-    specs = [get_variant(name) for name in
-             (args.variants.split(",") if explicit else standard_variants()) if name.strip()]
-    variants = [spec.name for spec in specs]
-    if not variants:
-        raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
-    # Each (model, variant) pair that can run; one that cannot is an n/a row
-    # with its reason, and an error when a variant asked for by name runs
-    # with none of the models asked for.
-    pairs, cannot = [], {}
+    cannot = {}
     for spec in specs:
         reasons = {model: spec.cannot_run_with(get_model(model)) for model in models}
         if explicit and all(reasons.values()):
@@ -190,7 +195,28 @@ def run_command(args: argparse.Namespace) -> int:
                        for model, reason in reasons.items() if reason})
     pairs = [(model, spec.name) for model in models for spec in specs
              if result_label(spec.name, model) not in cannot]
+    return pairs, cannot
+
+
+def plan_run(args: argparse.Namespace) -> RunPlan:
+    """Every option of ``gnnperf run`` checked, in one line each, before
+    the dataset loads and any variant trains."""
     from gnnperf.data import check_dataset_name
+    from gnnperf.models import get_model
+    from gnnperf.variants import get_variant, standard_variants
+
+    config = _train_config(args)
+    models = list(dict.fromkeys(get_model(name).name for name in args.model.split(",")
+                                if name.strip()))
+    if not models:
+        raise GnnperfError("no model given; e.g. --model gcn,sage")
+    config.validate()
+    explicit = args.variants is not None
+    specs = [get_variant(name) for name in
+             (args.variants.split(",") if explicit else standard_variants()) if name.strip()]
+    if not specs:
+        raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
+    pairs, cannot = _model_variant_pairs(models, specs, explicit)
     check_dataset_name(args.dataset)
     try:
         reference = get_variant(args.reference).name
@@ -205,12 +231,29 @@ def run_command(args: argparse.Namespace) -> int:
     if args.world_size < 1:
         raise GnnperfError(f"--world-size must be >= 1, got {args.world_size}")
     if args.world_size > 1 and not any(spec.data_parallel for spec in specs):
+        names = ",".join(spec.name for spec in specs)
         raise GnnperfError(f"--world-size {args.world_size} applies to ddp variants and none is "
-                           f"given; add one (e.g. --variants {','.join(variants)},ddp) or drop "
-                           f"--world-size")
+                           f"given; add one (e.g. --variants {names},ddp) or drop --world-size")
     if config.amp_dtype != "auto" and not any(spec.uses("amp") for spec in specs):
         raise GnnperfError(f"--amp-dtype {config.amp_dtype} applies to amp variants and none "
                            f"is given; add one (e.g. --variants amp) or drop --amp-dtype")
+    return RunPlan(config, models, specs, pairs, cannot, reference)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from gnnperf import distributed, report
+    from gnnperf.data import dataset_identity, load_dataset
+    from gnnperf.fingerprint import environment, tune_allocator
+    from gnnperf.measure import (measure_variant, resolve_device, result_label, set_threads,
+                                 with_roofline)
+    from gnnperf.roofline import cached_roofs
+    from gnnperf.variants import TrainConfig, get_variant
+
+    plan = plan_run(args)
+    config, models, pairs, reference = plan.config, plan.models, plan.pairs, plan.reference
+    variants = plan.variants
     torchrun = distributed.launched_by_torchrun()
     if torchrun and args.world_size > 1:
         raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
@@ -275,7 +318,7 @@ def run_command(args: argparse.Namespace) -> int:
                   "dataset": data.name, "warmup_epochs": args.warmup,
                   "variants": variants, "models": models, "world_size": world, "backend": backend,
                   "launch": "torchrun" if torchrun else "local"}
-    results, failures, unavailable = [], {}, dict(cannot)
+    results, failures, unavailable = [], {}, dict(plan.cannot)
 
     def save(complete: bool) -> None:
         # Rewritten atomically after every variant: a crash or a kill keeps
