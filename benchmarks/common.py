@@ -184,7 +184,9 @@ ALL_MODELS = ("gcn", "sage", "gat", "gin")
 # forkserver run of it): every class and every variant, each on the smallest
 # graph and budget that still gives it a figure. Measured on 2 cores, the
 # forkserver run took 277 s with 30 accuracy epochs and both work-metric
-# graphs (a third of it the work metrics' and the accuracy's trainings).
+# graphs (a third of it the work metrics' and the accuracy's trainings);
+# 646 s (tests/test_asv_suite.py, beside the other tests) since TrainStep and
+# Accuracy cross the four models: 53 pairs each instead of 14.
 PROFILES = {
     "quick": Profile(
         name="quick",
