@@ -37,6 +37,11 @@ def _reads_as_model(text: str) -> bool:
     return text.lower() in BUILT_IN_MODELS or bool(_USER_MODEL.match(text))
 
 
+def _reads_as_path(text: str) -> bool:
+    """A graph file's path (an ``@`` may follow inside it), not a dataset name."""
+    return "/" in text or text.endswith(".pt")
+
+
 @dataclass(frozen=True)
 class Case:
     r"""A benchmark case.
@@ -68,9 +73,12 @@ class Case:
         may hold an ``@`` too."""
         variant, sep, rest = (part.strip() for part in text.partition("@"))
         dataset, model = rest, DEFAULT_MODEL
-        head, at, tail = rest.rpartition("@")
-        if at and _reads_as_model(tail.strip()):
-            dataset, model = head.strip(), tail.strip()
+        head, at, tail = (part.strip() for part in rest.rpartition("@"))
+        if at and _reads_as_model(tail):
+            dataset, model = head, tail
+        elif at and (not tail or not _reads_as_path(head)):
+            raise ValueError(f"benchmark case {text!r}: {tail!r} is neither a model (gcn, sage, "
+                             f"gat, gin or module:function) nor part of a graph file's path")
         if not sep or not variant or not dataset:
             raise ValueError(f"benchmark case {text!r}: write variant@dataset or "
                              f"variant@dataset@model, e.g. baseline@cora or sampled@cora@sage")

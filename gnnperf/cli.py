@@ -199,8 +199,10 @@ def _model_variant_pairs(models: list[str], specs: list, explicit: bool
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
-    """Every option of ``gnnperf run`` checked, in one line each, before
-    the dataset loads and any variant trains."""
+    """The options of ``gnnperf run`` checked, in one line each, before the
+    dataset loads and any variant trains: all but the device, the backend
+    and torchrun's world, which :func:`run_command` resolves next (still
+    before the dataset loads)."""
     from gnnperf.data import check_dataset_name
     from gnnperf.models import get_model
     from gnnperf.variants import get_variant, standard_variants

@@ -39,11 +39,14 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
-
-# Private module, public class: the documented way to write a dispatch mode
-# (PyTorch's own FlopCounterMode and DebugMode derive from it); a canary
-# test (tests/test_workcount.py) counts known ops through it.
-from gnnperf.torch_private import TorchDispatchMode, schema_arguments
+# The two private torch uses of this module stay here, not in
+# gnnperf.torch_private: the gate loads this file by path as its instrument
+# and runs it against older trees, so it imports nothing of gnnperf at module
+# level (tests/test_imports.py checks that). torch_private lists them, and
+# tests/test_torch_private.py is their canary. A private module, a public
+# class: the documented way to write a dispatch mode (PyTorch's own
+# FlopCounterMode and DebugMode derive from it).
+from torch.utils._python_dispatch import TorchDispatchMode
 
 if TYPE_CHECKING:
     from gnnperf.case import PreparedCase
@@ -166,10 +169,10 @@ def _sparse_operand(args) -> torch.Tensor | None:
 
 def _mutated_arguments(func, args, kwargs) -> list[torch.Tensor]:
     """The tensors :obj:`func`'s schema marks as written (``Tensor(a!)``)."""
-    # A private schema (gnnperf.torch_private); tests/test_roofline.py's
+    # OpOverload._schema is private (see the imports); tests/test_roofline.py's
     # canary counts fused Adam's writes through it.
     mutated = []
-    for position, argument in enumerate(schema_arguments(func)):
+    for position, argument in enumerate(func._schema.arguments):
         if argument.alias_info is None or not argument.alias_info.is_write:
             continue
         if argument.name in kwargs:

@@ -355,6 +355,9 @@ def test_a_case_names_its_model_unless_it_is_gcn():
     assert (mine.dataset, mine.model) == ("/data/run@2/graph.pt", "mypkg.models:build")
     with pytest.raises(ValueError, match="variant@dataset@model"):
         Case.parse("baseline@")
+    for typo in ("baseline@cora@sgae", "baseline@cora@"):  # not silently a dataset 'cora@sgae'
+        with pytest.raises(ValueError, match="is neither a model"):
+            Case.parse(typo)
 
 
 def test_gate_and_bisect_refuse_a_variant_its_model_cannot_run(capsys):
