@@ -177,8 +177,16 @@ class Profile:
     models: tuple[str, ...] = ("gcn",)
 
 
-#: gnnperf.models.MODELS' built-in models, spelled here for commits before them.
-ALL_MODELS = ("gcn", "sage", "gat", "gin")
+def _registry_models() -> tuple[str, ...]:
+    """The registry's built-in models; GCN alone on a commit before them."""
+    try:
+        from gnnperf.models import MODELS
+    except ImportError:
+        return ("gcn",)
+    return tuple(MODELS)
+
+
+ALL_MODELS = _registry_models()
 
 # The quick profile is the CPU smoke run (`asv run --quick`, and the tests'
 # forkserver run of it): every class and every variant, each on the smallest
@@ -264,14 +272,15 @@ def current_profile() -> Profile:
         raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
     profile = PROFILES[name]
     extra = extra_datasets()
-    models = tuple(m.strip() for m in os.environ.get(MODELS_ENV, "").split(",") if m.strip())
+    text = os.environ.get(MODELS_ENV, "")
+    models = tuple(m.strip() for m in text.split(",") if m.strip())
     try:
-        from gnnperf.models import get_model
+        from gnnperf.models import parse_models
     except ImportError:  # a commit before models: GCN alone trains; the others are n/a
-        get_model = None
-    if get_model is not None:
+        parse_models = None
+    if parse_models is not None and models:
         try:  # checked, and spelled as the registry does (GCN, not gcn, is no new case)
-            models = tuple(dict.fromkeys(get_model(model).name for model in models))
+            models = tuple(parse_models(text))
         except Exception as exc:
             raise ValueError(f"{MODELS_ENV}: {exc}") from None
     return dataclasses.replace(

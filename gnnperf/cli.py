@@ -179,46 +179,29 @@ def _train_config(args: argparse.Namespace):
                        seed=args.seed)
 
 
-def _model_variant_pairs(models: list[str], specs: list, explicit: bool
-                         ) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """Each (model, variant) pair that can run, and the label -> reason of
-    each that cannot: an n/a row, or an error when a variant asked for by
-    name runs with none of the models asked for."""
-    from gnnperf.measure import result_label
-    from gnnperf.models import get_model
-    cannot = {}
-    for spec in specs:
-        reasons = {model: spec.cannot_run_with(get_model(model)) for model in models}
-        if explicit and all(reasons.values()):
-            raise GnnperfError(next(iter(reasons.values())))
-        cannot.update({result_label(spec.name, model): reason
-                       for model, reason in reasons.items() if reason})
-    pairs = [(model, spec.name) for model in models for spec in specs
-             if result_label(spec.name, model) not in cannot]
-    return pairs, cannot
-
-
 def plan_run(args: argparse.Namespace) -> RunPlan:
     """The options of ``gnnperf run`` checked, in one line each, before the
     dataset loads and any variant trains: all but the device, the backend
     and torchrun's world, which :func:`run_command` resolves next (still
     before the dataset loads)."""
     from gnnperf.data import check_dataset_name
-    from gnnperf.models import get_model
-    from gnnperf.variants import get_variant, standard_variants
+    from gnnperf.measure import result_label
+    from gnnperf.models import parse_models
+    from gnnperf.variants import get_variant, model_pairs, standard_variants
 
     config = _train_config(args)
-    models = list(dict.fromkeys(get_model(name).name for name in args.model.split(",")
-                                if name.strip()))
-    if not models:
-        raise GnnperfError("no model given; e.g. --model gcn,sage")
+    models = parse_models(args.model)
     config.validate()
     explicit = args.variants is not None
     specs = [get_variant(name) for name in
              (args.variants.split(",") if explicit else standard_variants()) if name.strip()]
     if not specs:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
-    pairs, cannot = _model_variant_pairs(models, specs, explicit)
+    # A pair that cannot train is an n/a row; a named variant that runs
+    # with none of the models is an error (model_pairs).
+    runs, cannot = model_pairs(specs, models, named=explicit)
+    pairs = [(model, spec.name) for model, spec in runs]
+    cannot = {result_label(name, model): why for (name, model), why in cannot.items()}
     check_dataset_name(args.dataset)
     try:
         reference = get_variant(args.reference).name
@@ -425,10 +408,9 @@ def doctor_command(args: argparse.Namespace) -> int:
             write_atomic(args.json, json.dumps(
                 {**to_dict(done, device), "complete": False}, indent=2).encode())
 
-    from gnnperf.models import get_model
-    models = tuple(dict.fromkeys(get_model(m).name for m in args.model.split(",") if m.strip()))
+    from gnnperf.models import parse_models
     checks = Doctor(device, root=checkout, run_asv=not args.skip_asv,
-                    models=models or ("gcn",)).run(on_check=show)
+                    models=tuple(parse_models(args.model))).run(on_check=show)
     failed = [c for c in checks if c.status == FAIL]
     print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or skipped, "
           f"{len(failed)} failed, in {time.perf_counter() - start:.0f} s on {device}")

@@ -136,13 +136,12 @@ class Doctor:
         must be numbers are numbers, the ones that must be n/a are n/a."""
         from gnnperf.errors import GnnperfError, is_unavailable
         from gnnperf.measure import measure_variant, result_label
-        from gnnperf.models import get_model
-        from gnnperf.variants import TrainConfig, get_variant, standard_variants
+        from gnnperf.variants import TrainConfig, get_variant, model_pairs, standard_variants
         checks = []
         self.trained = {}
-        pairs = [(model, name) for model in self.models for name in standard_variants()
-                 if not get_variant(name).cannot_run_with(get_model(model))]
-        for model, name in pairs:
+        runs, _ = model_pairs([get_variant(name) for name in standard_variants()],
+                              list(self.models))
+        for model, name in ((model, spec.name) for model, spec in runs):
             label = result_label(name, model)
             start = time.perf_counter()
             try:

@@ -286,7 +286,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
     spec = get_variant(variant)
-    variant = result_label(spec.name, config.model)  # how errors name it
+    label = result_label(spec.name, config.model)  # how errors name it
     # An earlier variant's graph, model and optimiser state must not count
     # in this one's peak: freed first, and what is still held subtracted.
     release_memory(device)
@@ -296,7 +296,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     try:
         device_warmup_s = warm_device(device)
     except torch.OutOfMemoryError:
-        raise GnnperfError(f"out of memory on {device} before variant {variant} was built "
+        raise GnnperfError(f"out of memory on {device} before variant {label} was built "
                            f"(the device's first use): free the GPU or use another") from None
     held = held_bytes(device)
     run = spec.build(data, config, device)
@@ -343,18 +343,18 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
             finish()
         accuracy = run.evaluate()
     except GnnperfError as exc:  # the same kind (a declared n/a stays one), named
-        raise type(exc)(f"variant {variant}: {exc}") from None
+        raise type(exc)(f"variant {label}: {exc}") from None
     except torch.OutOfMemoryError:
         raise GnnperfError(
-            f"out of memory in variant {variant} on {device}: lower --hidden or "
+            f"out of memory in variant {label} on {device}: lower --hidden or "
             f"--batch-size, or use the sampled or checkpointed variants") from None
     except NotImplementedError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if is_unavailable(exc):  # torch lacks the kernel here: no bf16 sparse matmul on CPU
-            raise Unavailable(f"variant {variant} is not supported on {device} by torch "
+            raise Unavailable(f"variant {label} is not supported on {device} by torch "
                               f"{torch.__version__} ({reason}); drop one of its "
                               f"techniques") from None
-        raise GnnperfError(f"variant {variant} failed: NotImplementedError ({reason})") from None
+        raise GnnperfError(f"variant {label} failed: NotImplementedError ({reason})") from None
     finally:
         timeline.close()
         if monitor is not None:

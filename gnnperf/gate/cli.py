@@ -121,12 +121,6 @@ def _label(slowdown: float) -> str:
     return "A/A" if slowdown == 0 else f"+{slowdown * 100:g}%"
 
 
-def _models(text: str) -> tuple[str, ...]:
-    """``--models``: each name checked and spelled as the registry does."""
-    from gnnperf.models import get_model
-    return tuple(dict.fromkeys(get_model(m).name for m in text.split(",") if m.strip()))
-
-
 def _cases(text: str, check_variant: bool = True) -> Case:
     """A ``variant@dataset[@model]`` case, its names checked: the dataset with
     data.py's grammar, the variant (unless the caller checks it in the tree
@@ -152,6 +146,7 @@ def _cases(text: str, check_variant: bool = True) -> Case:
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    from gnnperf.models import parse_models
     from gnnperf.data import split_datasets
     from gnnperf.gate.arms import checkout_top
     from gnnperf.gate.compare import GateOptions, run_gate
@@ -167,7 +162,7 @@ def gate_command(args: argparse.Namespace) -> int:
         variants=[v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants else None,
         datasets=split_datasets(args.datasets),
-        models=_models(args.models),
+        models=tuple(parse_models(args.models)),
         processes=args.processes, max_processes=args.max_processes, rounds=args.rounds,
         sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,

@@ -100,16 +100,17 @@ class GateOptions:
         for name in self.datasets:
             check_dataset_name(name)
         from gnnperf.models import get_model
-        from gnnperf.variants import get_variant
-        models = [get_model(name) for name in self.models]
+        from gnnperf.variants import get_variant, model_pairs
+        for name in self.models:
+            get_model(name)  # an unknown model or a failing import path: one line
+        known = []
         for variant in self.variants or ():
             try:
-                spec = get_variant(variant)
+                known.append(get_variant(variant))
             except GnnperfError:
                 continue  # maybe only one arm knows it: the probes judge
-            reasons = [spec.cannot_run_with(model) for model in models]
-            if all(reasons):  # before any worker starts: it runs with none of them
-                raise GnnperfError(f"{spec.name}: {reasons[0]}")
+        # Before any worker starts: a named variant that runs with none of the models.
+        model_pairs(known, list(self.models), named=True)
         for case in self.cases:
             check_dataset_name(case.dataset)
 

@@ -162,8 +162,18 @@ def get_model(name: str) -> ModelSpec:
                        f"as module:function (e.g. mypkg.models:build)")
 
 
+def parse_models(text: str) -> list[str]:
+    """A comma-separated model list (``--model``, ``--models``,
+    ``$GNNPERF_ASV_MODELS``): each name checked and spelled as the registry
+    does, repeats dropped; an empty list is an error."""
+    models = list(dict.fromkeys(get_model(name).name for name in text.split(",") if name.strip()))
+    if not models:
+        raise GnnperfError(f"no model in {text!r}; e.g. gcn,sage")
+    return models
+
+
 __all__ = ["BLOCKS", "Block", "BlockGNN", "CsrMatrix", "DEFAULT_MODEL", "EDGE_WEIGHTS",
            "EdgeIndexModel", "FIXED_AGGREGATION", "GAT", "GCN", "GIN", "GraphSAGE",
            "LayerGraph", "MODELS", "ModelSpec", "REFERENCE", "SparseAdjacency",
            "SparseFeatures", "aggregate", "dropout", "dropout_lanes", "get_model",
-           "normalize_graph", "store_transposed"]
+           "normalize_graph", "parse_models", "store_transposed"]

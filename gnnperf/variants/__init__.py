@@ -112,6 +112,23 @@ class Variant:
         return run
 
 
+def model_pairs(variants: list[Variant], models: list[str], named: bool = False
+                ) -> tuple[list[tuple[str, Variant]], dict[tuple[str, str], str]]:
+    """Each (model, variant) pair that can train, model-major, and for each
+    that cannot, ``(variant name, model) -> why`` (:meth:`Variant.cannot_run_with`).
+    With :obj:`named` (the variants were asked for by name), one that runs
+    with none of :obj:`models` is a :class:`GnnperfError` instead."""
+    cannot = {}
+    for variant in variants:
+        reasons = {model: variant.cannot_run_with(get_model(model)) for model in models}
+        if named and all(reasons.values()):
+            raise GnnperfError(next(iter(reasons.values())))
+        cannot.update({(variant.name, model): why for model, why in reasons.items() if why})
+    runs = [(model, variant) for model in models for variant in variants
+            if (variant.name, model) not in cannot]
+    return runs, cannot
+
+
 def get_variant(name: str) -> Variant:
     """Parses ``baseline`` or ``technique[+technique...]`` (any order)."""
     parts = [p.strip().lower() for p in name.split("+") if p.strip()]
@@ -154,5 +171,5 @@ def get_variant(name: str) -> Variant:
 
 __all__ = ["Batch", "COMBINED_VARIANTS", "Technique", "TrainConfig", "TrainingRun", "Variant",
            "TECHNIQUES",
-           "STANDARD_VARIANTS", "BASELINE", "get_variant", "reference_variant",
+           "STANDARD_VARIANTS", "BASELINE", "get_variant", "model_pairs", "reference_variant",
            "standard_variants"]
