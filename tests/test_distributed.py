@@ -251,10 +251,22 @@ def test_torchrun_two_nodes_on_loopback_train_together(tmp_path):
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0"]
     args = ["-m", "gnnperf", "run", "--dataset", "synthetic-cora", "--variants", "ddp",
             "--epochs", "5", "--warmup", "2", "--no-progress", "--json", str(out)]
-    nodes = [subprocess.Popen([*command, "--node-rank", str(rank), *args], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Both nodes sit on one host, so both would try to host the rendezvous
+    # store; node 0 hosts it (is_host) and node 1 joins it. A node left alone
+    # gives up after 60 s instead of c10d's default 600 s: a run here once
+    # waited out the test's 240 s with node 1 alone, its reason unprinted.
+    nodes = [subprocess.Popen([*command, "--node-rank", str(rank), "--rdzv-conf",
+                               f"is_host={int(rank == 0)},join_timeout=60", *args],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
              for rank in (0, 1)]
-    outputs = [node.communicate(timeout=240) for node in nodes]
+    outputs = []
+    for node in nodes:  # a hung node is killed and what it printed still shown
+        try:
+            outputs.append(node.communicate(timeout=180))
+        except subprocess.TimeoutExpired:
+            node.kill()
+            outputs.append(node.communicate())
     assert [node.returncode for node in nodes] == [0, 0], [o[1][-2000:] for o in outputs]
     doc = json.loads(out.read_text())
     assert doc["config"]["launch"] == "torchrun" and doc["config"]["world_size"] == 2
