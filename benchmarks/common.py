@@ -190,11 +190,12 @@ ALL_MODELS = _registry_models()
 
 # The quick profile is the CPU smoke run (`asv run --quick`, and the tests'
 # forkserver run of it): every class and every variant, each on the smallest
-# graph and budget that still gives it a figure. Measured on 2 cores, the
-# forkserver run took 277 s with 30 accuracy epochs and both work-metric
-# graphs (a third of it the work metrics' and the accuracy's trainings);
-# 646 s (tests/test_asv_suite.py, beside the other tests) since TrainStep and
-# Accuracy cross the four models: 53 pairs each instead of 14.
+# graph and budget that still gives it a figure. Measured on 2 cores (warm
+# Inductor cache): 574 s for 36 benchmarks with one asv process per accuracy
+# pair (183 s of it); 468 s with every pair trained in one setup_cache (66 s);
+# the work metrics on Cora rather than synthetic-10k then share the compiled
+# graphs of TrainStep (their setup_cache 49 s -> 25 s). The two cold
+# compiles of compile.Compile (about 50 s each) are the largest part left.
 PROFILES = {
     "quick": Profile(
         name="quick",
@@ -210,7 +211,7 @@ PROFILES = {
         repeat=(15, 40, 6.0),
         rounds=2,
         throughput_epochs=3,
-        work_datasets=("synthetic-10k",),  # the gate's smaller graph (2,000 nodes)
+        work_datasets=("cora",),  # as datasets: the compiled graphs are the ones TrainStep compiles
         models=ALL_MODELS,  # every model, on the one graph (Cora)
     ),
     # The GPU workflow's pull-request gate, sized for about 30 minutes on both
@@ -483,9 +484,9 @@ def scale_accuracy_graphs() -> dict[str, dict]:
     return SCALE_ACCURACY_GRAPHS["full" if PROFILE.name == "full" else "quick"]
 
 
-def scale_accuracy_cache(self):
-    """``setup_cache`` of :class:`training.SubgraphAccuracyAtScale`: each
-    graph generated once (seed 0) and saved, as :func:`_write_graphs` does."""
+def scale_accuracy_graph_files() -> dict[str, str]:
+    """The graphs of :class:`training.SubgraphAccuracyAtScale`, each generated
+    once (seed 0) and saved, as :func:`_write_graphs` does."""
     graphs = scale_accuracy_graphs()
     try:
         spec_class = gnnperf_name("data.SyntheticSpec")
@@ -494,9 +495,6 @@ def scale_accuracy_cache(self):
         return {key: f"{NA}{exc}" for key in graphs}
     return _save_graphs({key: (lambda fields=fields: generate(spec_class(**fields), seed=0))
                          for key, fields in graphs.items()}, prefix="scale-graph")
-
-
-scale_accuracy_cache.timeout = 600
 
 _DATA: dict[str, object] = {}
 

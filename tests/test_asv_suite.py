@@ -322,3 +322,34 @@ def test_the_growth_exponent_recovers_k_from_noisy_timings(monkeypatch, k):
     assert abs(statistics.fmean(fits) - k) < 0.01 and statistics.stdev(fits) < 0.1
     with pytest.raises(ValueError, match="two sizes or more"):
         growth_exponent([1e4], [1e-3])
+
+
+def test_one_accuracy_cache_trains_every_pair_and_isolates_a_failure(monkeypatch):
+    """``training.accuracy_cache`` trains every (dataset, variant, model) in
+    one process; a crash fails that pair's benchmark alone, a declared
+    "cannot here" is n/a, and the rest keep their figures."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import common, training
+
+    def trained(graphs, dataset, variant, model, epochs):
+        if variant == "sparse" and model == "gcn":
+            raise RuntimeError("a crash in sparse's step")
+        if model == "gat":
+            raise common.NotHere("cannot combine")
+        return {"test_error_pct": 20.0}
+    monkeypatch.setattr(training, "trained_error_pct", trained)
+    monkeypatch.setattr(common, "training_datasets_cache", lambda self: {})
+    monkeypatch.setattr(training.Accuracy, "params", [["cora"], ["baseline", "sparse"],
+                                                      ["gcn", "gat"]])
+    cache = training.accuracy_cache(None)
+    assert set(cache) == set(itertools.product(*training.Accuracy.params))
+
+    def error_pct(*params):
+        bench = training.Accuracy()
+        bench.setup(cache, *params)
+        return bench.track_test_error_pct(cache, *params)
+    assert error_pct("cora", "baseline", "gcn") == 20.0
+    with pytest.raises(RuntimeError, match="a crash in sparse's step"):
+        error_pct("cora", "sparse", "gcn")
+    with pytest.raises(NotImplementedError, match="cannot combine"):
+        error_pct("cora", "baseline", "gat")
