@@ -266,13 +266,15 @@ def test_one_time_gate_times_the_sound_case_and_fails_each_broken_one(tmp_path, 
     # loaded machine), else several: either way it starts at step 6.
     assert re.search(r"non-finite loss \(nan\) in (step 6;|steps 6-)", text), text
     assert "injected crash in step 6 (in step 6)" in text
-    assert f"checkpointed@{SMALL}" in text and "removed" in text
+    # The removal is a failure of its own, not only a line beside the broken cases.
+    assert f"checkpointed@{SMALL}: FAILED: removed or renamed" in text
     report = json.loads(out.read_text())
     assert report["removed"] == [f"checkpointed@{SMALL}"] and report["new"] == [f"amp@{SMALL}"]
     verdicts = {v["case"]: v for v in report["time"]["verdicts"]}
     sampled = verdicts[f"sampled@{SMALL}"]
     assert sampled["ci_low"] <= sampled["ratio"] <= sampled["ci_high"]
     assert f"checkpointed@{SMALL}" not in verdicts and f"amp@{SMALL}" not in verdicts
+    assert set(verdicts) <= {f"{v}@{SMALL}" for v in ("baseline", "sparse", "sampled")}
     samples = next(s for s in report["time"]["samples"] if s["case"] == f"sampled@{SMALL}")
     assert len(samples["a"]) == 3  # one list of rounds per pair
     assert next(line for line in text.splitlines() if line.startswith(f"sampled@{SMALL}"))
@@ -412,13 +414,13 @@ def _gate_with(monkeypatch, effect, pair_sd, seed=0, **options):
     result = gate.compare_arms(opts, {"base": Arm(ROOT), "head": Arm(ROOT)},
                                [Case("baseline", "cora")], lambda msg: None,
                                {"base": probe, "head": probe})
-    return result.report["time"]["verdicts"][0], calls
+    return result.report["time"]["verdicts"][0], calls, result.text
 
 
 def test_an_inconclusive_verdict_gets_more_pairs_before_it_is_decided(monkeypatch):
     # +6% with a pair-to-pair spread that leaves 6 pairs inconclusive.
     from gnnperf.gate.stats import TimeSamples, decide
-    verdict, calls = _gate_with(monkeypatch, 0.06, 0.05, seed=3)
+    verdict, calls, _ = _gate_with(monkeypatch, 0.06, 0.05, seed=3)
     first = _fake_arms(0.06, 0.05, seed=3)[0]
     _, times = first({"base": 0, "head": 0}, [Case("baseline", "cora")], 6, 30, 12.0)
     t = times["baseline@cora"]
@@ -429,9 +431,10 @@ def test_an_inconclusive_verdict_gets_more_pairs_before_it_is_decided(monkeypatc
 
 
 def test_a_clear_verdict_takes_the_planned_pairs_and_the_budget_is_kept(monkeypatch):
-    clear, calls = _gate_with(monkeypatch, 0.0, 0.005)
+    clear, calls, text = _gate_with(monkeypatch, 0.0, 0.005)
     assert clear["verdict"] == "same" and clear["pairs"] == 6 and calls == [6]
-    hopeless, calls = _gate_with(monkeypatch, 0.06, 0.5, max_processes=9)
+    assert "time gate: passed" in text.splitlines()  # a sound head passes
+    hopeless, calls, text = _gate_with(monkeypatch, 0.06, 0.5, max_processes=9)
     assert hopeless["pairs"] == 9 and sum(calls) == 9
 
 
