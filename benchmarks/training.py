@@ -4,6 +4,7 @@ datasets. Higher is worse for every figure here (asv's convention)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import time
 
@@ -60,7 +61,8 @@ class CudaStepMemory(_PerModel, common._CudaStepPeak):
     """The device's peak of one warm step per variant (see ``common._CudaStepPeak``)."""
 
 
-def trained_error_pct(graphs: dict, dataset: str, variant: str, model: str, epochs: int) -> dict:
+def trained_error_pct(graphs: dict, epochs: int, dataset: str, variant: str,
+                      model: str = "gcn") -> dict:
     """Test error (%) of :obj:`variant` of :obj:`model` on graph :obj:`dataset`
     of :obj:`graphs` after :obj:`epochs` epochs; its losses checked after
     training (one sync), so NaN training fails rather than scores."""
@@ -73,28 +75,27 @@ def trained_error_pct(graphs: dict, dataset: str, variant: str, model: str, epoc
     return {"test_error_pct": round(100.0 * (1.0 - run.evaluate()["test"]), 2)}
 
 
-def _trained_figures(graphs: dict, keys: list[tuple], epochs: int) -> dict:
-    """:func:`trained_error_pct` of every key, (dataset, variant[, model]), in
-    this one process: n/a or the traceback per key (one failure fails only
-    its own benchmark)."""
+def _trained_figures(graphs: dict, benchmark: type) -> dict:
+    """:func:`trained_error_pct` of every parameter combination of
+    :obj:`benchmark` (its ``params`` in order, its ``epochs``), all in this
+    one process: n/a or the traceback per combination, so one failure fails
+    only its own benchmark. Measured on 2 cores (quick profile, 56 pairs):
+    183 s as one asv process per pair, 66 s here (each forked child warmed
+    torch up again and compiled its compiled pair in a new process)."""
     common.set_threads()
-    return {key: common.measured_or_reason(trained_error_pct, graphs, *key[:2],
-                                           key[2] if len(key) > 2 else "gcn", epochs)
-            for key in keys}
+    return {params: common.measured_or_reason(trained_error_pct, graphs, benchmark.epochs,
+                                              *params)
+            for params in itertools.product(*benchmark.params)}
 
 
 def accuracy_cache(self):
-    """Trains every (dataset, variant, model) of :class:`Accuracy` once per
-    ``asv run``, all in this one process. Measured on 2 cores (quick
-    profile, 56 pairs): 183 s as one asv process per pair, where training
-    is 48 s of it (each forked child warms torch up again and every
-    compiled pair compiles in its own process)."""
-    import itertools
-    graphs = common.training_datasets_cache(self)
-    return _trained_figures(graphs, list(itertools.product(*Accuracy.params)), Accuracy.epochs)
+    """``setup_cache`` of :class:`Accuracy`: every pair trained once per ``asv run``."""
+    return _trained_figures(common.training_datasets_cache(self), Accuracy)
 
 
-accuracy_cache.timeout = 300 * len(PROFILE.accuracy_datasets) * len(VARIANTS) * len(PROFILE.models)
+# A hang guard, per pair: the slowest quick pair took 11 s (compiled, warm
+# Inductor cache), a cold compile about 35 s; the old per-process limit was 900 s.
+accuracy_cache.timeout = 120 * len(PROFILE.accuracy_datasets) * len(VARIANTS) * len(PROFILE.models)
 
 
 class Accuracy(common.CachedFigures):
@@ -113,12 +114,9 @@ class Accuracy(common.CachedFigures):
 
 
 def scale_accuracy_cache(self):
-    """:class:`SubgraphAccuracyAtScale`'s graphs, generated once, and every
-    (graph, variant) trained on them in this process."""
-    import itertools
-    graphs = common.scale_accuracy_graph_files()
-    keys = list(itertools.product(*SubgraphAccuracyAtScale.params))
-    return _trained_figures(graphs, keys, SubgraphAccuracyAtScale.epochs)
+    """``setup_cache`` of :class:`SubgraphAccuracyAtScale`: its graphs
+    generated once, then every (graph, variant) trained on them."""
+    return _trained_figures(common.scale_accuracy_graph_files(), SubgraphAccuracyAtScale)
 
 
 scale_accuracy_cache.timeout = 1800

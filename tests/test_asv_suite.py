@@ -331,7 +331,7 @@ def test_one_accuracy_cache_trains_every_pair_and_isolates_a_failure(monkeypatch
     monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks import common, training
 
-    def trained(graphs, dataset, variant, model, epochs):
+    def trained(graphs, epochs, dataset, variant, model):
         if variant == "sparse" and model == "gcn":
             raise RuntimeError("a crash in sparse's step")
         if model == "gat":
