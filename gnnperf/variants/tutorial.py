@@ -8,7 +8,7 @@ from typing import Iterable
 import torch
 
 from gnnperf.models import REFERENCE
-from gnnperf.models.references import TutorialGCN
+from gnnperf.models.references import TutorialGCN, pair
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -28,9 +28,13 @@ class Tutorial(Technique):
 
     def apply(self, run: TrainingRun) -> None:
         data, config = run.data, run.config
-        run.model = run.model_spec.reference(data.num_features, config.hidden,
-                                             int(data.y.max()) + 1, config.layers,
-                                             config.dropout).to(run.device)
+        # Built off the random stream, which then stands where the baseline's does.
+        with torch.random.fork_rng(devices=[]):
+            reference = run.model_spec.reference(data.num_features, config.hidden,
+                                                 int(data.y.max()) + 1, config.layers,
+                                                 config.dropout).to(run.device)
+        run.stats["reference_paired"] = int(pair(run.model_spec.name, run.model, reference))
+        run.model = reference
         run.optimizer = torch.optim.Adam(run.model.parameters(), lr=config.lr,
                                          weight_decay=config.weight_decay)
         run.forward = run.model
