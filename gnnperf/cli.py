@@ -228,99 +228,42 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
 def run_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from gnnperf import distributed, report
-    from gnnperf.data import dataset_identity, load_dataset
-    from gnnperf.fingerprint import environment, tune_allocator
-    from gnnperf.measure import (measure_variant, resolve_device, result_label, set_threads,
-                                 with_roofline)
-    from gnnperf.roofline import cached_roofs
-    from gnnperf.variants import TrainConfig, get_variant
+    from gnnperf import report
+    from gnnperf.data import load_dataset
+    from gnnperf.fingerprint import tune_allocator
+    from gnnperf.measure import result_label, set_threads, with_roofline
 
     plan = plan_run(args)
-    config, models, pairs, reference = plan.config, plan.models, plan.pairs, plan.reference
-    variants = plan.variants
-    torchrun = distributed.launched_by_torchrun()
-    if torchrun and args.world_size > 1:
-        raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
-    device = resolve_device(args.device)
-    backend = distributed.resolve_backend(args.backend, device)
-    rank0 = True
-    if torchrun:  # every rank runs this command; rank 0 alone prints and writes
-        device = distributed.rank_device(device)
-        shard = distributed.init_from_env(backend, device)
-        rank0 = shard.rank == 0
-        if not rank0:
-            sys.stdout = sys.stderr = open(os.devnull, "w")
-            args.no_progress, args.json, args.plot, args.timeline = True, None, None, None
+    device, backend, torchrun, rank0 = _join_world(args)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
     data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
-    world = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
-    # Local ranks share this machine's threads.
-    rank_threads = max(1, args.threads // args.world_size)
-
-    # Local ranks measure every ddp variant of the run in one launch (a
-    # launch costs seconds); if that launch fails, each variant gets its own
-    # (distributed.measure_each_data_parallel), so one failing variant leaves
-    # the others' results.
-    local_group = list(dict.fromkeys(name for name in variants if get_variant(name).data_parallel
-                                     and args.world_size > 1))
-    launched: dict[str, dict] = {}  # model -> its ddp variants' results
-
-    def measure(name: str, model_config: TrainConfig):
-        data_parallel = get_variant(name).data_parallel
-        if data_parallel and args.world_size > 1:  # local ranks
-            model = model_config.model
-            if model not in launched:  # the model's first ddp variant: all of them
-                launched[model] = distributed.measure_each_data_parallel(
-                    [v for v in local_group if (model, v) in pairs], args.world_size,
-                    args.dataset, args.root, model_config, str(device), args.warmup,
-                    rank_threads, args.backend)
-            result = launched[model][name]
-            progress.update(args.epochs)
-            if isinstance(result, GnnperfError):
-                raise result
-            return result
-        result = measure_variant(name, data, model_config, device, args.warmup,
-                                 on_epoch=lambda: progress.update(1))
-        if data_parallel and torchrun:
-            ranks = distributed.gather_to_rank0(result)
-            return distributed.combine_ranks(ranks) if rank0 else result
-        return result
-
+    measure = _PairMeasurer(args, plan, data, device, torchrun, rank0)
     print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
-          f"{data.num_features} features; model {', '.join(models)}; device {device}; "
+          f"{data.num_features} features; model {', '.join(plan.models)}; device {device}; "
           f"{args.epochs} epochs "
           f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
           file=sys.stderr)
-    env = environment(args.seed, device, tuned)
-    env["dataset"] = dataset_identity(data)
-    # Measured once per device, thread count and torch (about 2 s here), then cached.
-    roofs = cached_roofs(device)
-    env["roofs"] = roofs.to_dict()
-    # The models are listed apart ("models"); each result names its own.
-    run_config = {**{k: v for k, v in asdict(config).items() if k != "model"},
-                  "dataset": data.name, "warmup_epochs": args.warmup,
-                  "variants": variants, "models": models, "world_size": world, "backend": backend,
-                  "launch": "torchrun" if torchrun else "local"}
+    env, roofs, run_config = _run_metadata(args, plan, data, device, tuned, backend, torchrun)
     results, failures, unavailable = [], {}, dict(plan.cannot)
 
     def save(complete: bool) -> None:
         # Rewritten atomically after every variant: a crash or a kill keeps
         # what finished, in a valid document marked incomplete.
         if args.json:
-            payload = report.to_json(results, env, run_config, failures, reference, complete,
-                                     unavailable)
+            payload = report.to_json(results, env, run_config, failures, plan.reference,
+                                     complete, unavailable)
             write_atomic(args.json, payload.encode())
 
     save(complete=False)
-    progress = tqdm(total=len(pairs) * args.epochs, unit="epoch", disable=args.no_progress,
+    progress = tqdm(total=len(plan.pairs) * args.epochs, unit="epoch", disable=args.no_progress,
                     file=sys.stderr)
-    for model, name in pairs:
+    for model, name in plan.pairs:
         label = result_label(name, model)
         progress.set_description(label)
         try:
-            results.append(with_roofline(measure(name, replace(config, model=model)), roofs))
+            result = measure(name, replace(plan.config, model=model), progress)
+            results.append(with_roofline(result, roofs))
         except GnnperfError as exc:
             if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
                 unavailable[label] = str(exc)
@@ -331,7 +274,8 @@ def run_command(args: argparse.Namespace) -> int:
         save(complete=False)
     progress.close()
 
-    print(report.format_table(results, failures, reference=reference, unavailable=unavailable))
+    print(report.format_table(results, failures, reference=plan.reference,
+                              unavailable=unavailable))
     save(complete=True)
     title = f"{data.name} on {env['device_name']}"
     if args.plot and results:
@@ -339,6 +283,95 @@ def run_command(args: argparse.Namespace) -> int:
     if args.timeline and results:
         report.plot_timeline(results, args.timeline, title=f"memory over training: {title}")
     return 1 if failures else 0
+
+
+def _join_world(args: argparse.Namespace) -> tuple[object, str, bool, bool]:
+    """The device, the DDP backend, whether torchrun launched this process
+    and whether it is rank 0 (under torchrun every rank runs the command;
+    rank 0 alone prints and writes)."""
+    from gnnperf import distributed
+    from gnnperf.measure import resolve_device
+
+    torchrun = distributed.launched_by_torchrun()
+    if torchrun and args.world_size > 1:
+        raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
+    device = resolve_device(args.device)
+    backend = distributed.resolve_backend(args.backend, device)
+    rank0 = True
+    if torchrun:
+        device = distributed.rank_device(device)
+        shard = distributed.init_from_env(backend, device)
+        rank0 = shard.rank == 0
+        if not rank0:
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            args.no_progress, args.json, args.plot, args.timeline = True, None, None, None
+    return device, backend, torchrun, rank0
+
+
+class _PairMeasurer:
+    """Measures one (model, variant) pair of a run: in this process, or a
+    ddp variant with ``--world-size`` > 1 in local ranks. Those measure every
+    ddp variant of a model in one launch (a launch costs seconds); if that
+    launch fails, each variant gets its own
+    (:func:`gnnperf.distributed.measure_each_data_parallel`), so one failing
+    variant leaves the others' results."""
+
+    def __init__(self, args: argparse.Namespace, plan: RunPlan, data, device, torchrun: bool,
+                 rank0: bool) -> None:
+        self.args, self.pairs, self.data, self.device = args, plan.pairs, data, device
+        self.torchrun, self.rank0 = torchrun, rank0
+        self.specs = {spec.name: spec for spec in plan.specs}  # parsed once, by plan_run
+        self.local_group = [spec.name for spec in plan.specs
+                            if spec.data_parallel and args.world_size > 1]
+        self.launched: dict[str, dict] = {}  # model -> its ddp variants' results
+
+    def __call__(self, name: str, config, progress):
+        from gnnperf import distributed
+        from gnnperf.measure import measure_variant
+        args = self.args
+        data_parallel = self.specs[name].data_parallel
+        if data_parallel and args.world_size > 1:  # local ranks
+            model = config.model
+            if model not in self.launched:  # the model's first ddp variant: all of them
+                # Local ranks share this machine's threads.
+                rank_threads = max(1, args.threads // args.world_size)
+                self.launched[model] = distributed.measure_each_data_parallel(
+                    [v for v in self.local_group if (model, v) in self.pairs],
+                    args.world_size, args.dataset, args.root, config, str(self.device),
+                    args.warmup, rank_threads, args.backend)
+            result = self.launched[model][name]
+            progress.update(args.epochs)
+            if isinstance(result, GnnperfError):
+                raise result
+            return result
+        result = measure_variant(name, self.data, config, self.device, args.warmup,
+                                 on_epoch=lambda: progress.update(1))
+        if data_parallel and self.torchrun:
+            ranks = distributed.gather_to_rank0(result)
+            return distributed.combine_ranks(ranks) if self.rank0 else result
+        return result
+
+
+def _run_metadata(args: argparse.Namespace, plan, data, device, tuned: bool, backend: str,
+                  torchrun: bool) -> tuple[dict, object, dict]:
+    """The environment (with the dataset's identity and the device's
+    roofs), the roofs, and the run's configuration as the JSON records them."""
+    from gnnperf.data import dataset_identity
+    from gnnperf.fingerprint import environment
+    from gnnperf.roofline import cached_roofs
+
+    env = environment(args.seed, device, tuned)
+    env["dataset"] = dataset_identity(data)
+    # Measured once per device, thread count and torch (about 2 s here), then cached.
+    roofs = cached_roofs(device)
+    env["roofs"] = roofs.to_dict()
+    world = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
+    # The models are listed apart ("models"); each result names its own.
+    run_config = {**{k: v for k, v in asdict(plan.config).items() if k != "model"},
+                  "dataset": data.name, "warmup_epochs": args.warmup,
+                  "variants": plan.variants, "models": plan.models, "world_size": world,
+                  "backend": backend, "launch": "torchrun" if torchrun else "local"}
+    return env, roofs, run_config
 
 
 def sampler_command(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from gnnperf.monitor import GpuMonitor, MemoryTimeline
 from gnnperf.roofline import StepWork
 from gnnperf.stats import quartiles, relative_iqr
 from gnnperf.timers import synchronize, timed
-from gnnperf.variants import TrainConfig, TrainingRun, get_variant
+from gnnperf.variants import TrainConfig, TrainingRun, Variant, get_variant
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
@@ -303,45 +303,77 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     counter = _EpochCounter()
     timeline = MemoryTimeline(str(device), held_bytes=held)
     monitor, monitor_note = GpuMonitor.for_device(device)
-    step_peaks: list[int] = []
-
-    first_epoch_s = 0.0
-    graphs_after_first = None
-    work = None
-    epoch_times: list[float] = []
-    steady_start = (0, 0, 0)
     try:
-        for epoch in range(config.epochs):
-            if epoch == warmup_epochs - 1:
-                # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
-                _run_epoch(run, counter, measure_peak=lambda step: step_peaks.append(
-                    step_peak_bytes(step, device, held)), timeline=timeline)
-            elif epoch == COUNTED_EPOCH:
-                # Neither timed nor the memory epoch: the op counter (2-10x
-                # slower steps) counts the work the roofline holds steps to.
-                work = _counted_epoch(run, counter, timeline).to_dict()
-            else:
-                # The GPU monitor samples the timed (steady) epochs only.
-                watching = monitor.active() if monitor and epoch >= warmup_epochs \
-                    else contextlib.nullcontext()
-                # The timeline's per-step probes (~25 us a step on CPU: 5% of
-                # the fastest Cora step) stay off the steady, timed epochs.
-                probe = timeline if epoch < warmup_epochs else None
-                with watching:
-                    seconds = timed(lambda: _run_epoch(run, counter, timeline=probe), device)
-                if epoch == 0:
-                    first_epoch_s = seconds
-                    if run.compile_counter is not None:
-                        graphs_after_first = run.compile_counter.graphs
-                elif epoch >= warmup_epochs:
-                    epoch_times.append(seconds)
-            if epoch == warmup_epochs - 1:
-                steady_start = (counter.steps, counter.seeds, counter.edges)
-            if on_epoch is not None:
-                on_epoch()
-        for finish in run.on_finish:
-            finish()
-        accuracy = run.evaluate()
+        with _named_failures(label, device):
+            epochs = _train_epochs(run, config.epochs, warmup_epochs, device, held,
+                                   counter, timeline, monitor, on_epoch)
+            for finish in run.on_finish:
+                finish()
+            accuracy = run.evaluate()
+    finally:
+        timeline.close()
+        if monitor is not None:
+            monitor.close()
+    gpu = monitor.figures() if monitor is not None else (None, monitor_note)
+    return _result(spec, run, data, config, device, warmup_epochs, epochs, counter, accuracy,
+                   timeline, gpu, device_warmup_s)
+
+
+@dataclass
+class _Epochs:
+    """What the epoch loop of :func:`measure_variant` measured."""
+    first_s: float = 0.0
+    graphs_after_first: int | None = None
+    work: dict | None = None
+    times: list[float] = field(default_factory=list)  # the steady (timed) epochs
+    step_peaks: list[int] = field(default_factory=list)  # the memory epoch's steps
+    steady_start: tuple[int, int, int] = (0, 0, 0)  # steps, seeds, edges before them
+
+
+def _train_epochs(run: TrainingRun, num_epochs: int, warmup_epochs: int, device: torch.device,
+                  held: int, counter: _EpochCounter, timeline: MemoryTimeline,
+                  monitor: GpuMonitor | None,
+                  on_epoch: Callable[[], None] | None) -> _Epochs:
+    """The one epoch loop: epoch 0 timed as the first, the last warm-up
+    epoch measuring memory, :data:`COUNTED_EPOCH` counting the work, the
+    epochs after warm-up timed."""
+    out = _Epochs()
+    for epoch in range(num_epochs):
+        if epoch == warmup_epochs - 1:
+            # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
+            _run_epoch(run, counter, measure_peak=lambda step: out.step_peaks.append(
+                step_peak_bytes(step, device, held)), timeline=timeline)
+        elif epoch == COUNTED_EPOCH:
+            # Neither timed nor the memory epoch: the op counter (2-10x
+            # slower steps) counts the work the roofline holds steps to.
+            out.work = _counted_epoch(run, counter, timeline).to_dict()
+        else:
+            # The GPU monitor samples the timed (steady) epochs only.
+            watching = monitor.active() if monitor and epoch >= warmup_epochs \
+                else contextlib.nullcontext()
+            # The timeline's per-step probes (~25 us a step on CPU: 5% of
+            # the fastest Cora step) stay off the steady, timed epochs.
+            probe = timeline if epoch < warmup_epochs else None
+            with watching:
+                seconds = timed(lambda: _run_epoch(run, counter, timeline=probe), device)
+            if epoch == 0:
+                out.first_s = seconds
+                if run.compile_counter is not None:
+                    out.graphs_after_first = run.compile_counter.graphs
+            elif epoch >= warmup_epochs:
+                out.times.append(seconds)
+        if epoch == warmup_epochs - 1:
+            out.steady_start = (counter.steps, counter.seeds, counter.edges)
+        if on_epoch is not None:
+            on_epoch()
+    return out
+
+
+@contextlib.contextmanager
+def _named_failures(label: str, device: torch.device) -> Iterator[None]:
+    """A failure while training becomes one line naming the variant and the fix."""
+    try:
+        yield
     except GnnperfError as exc:  # the same kind (a declared n/a stays one), named
         raise type(exc)(f"variant {label}: {exc}") from None
     except torch.OutOfMemoryError:
@@ -355,20 +387,20 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
                               f"{torch.__version__} ({reason}); drop one of its "
                               f"techniques") from None
         raise GnnperfError(f"variant {label} failed: NotImplementedError ({reason})") from None
-    finally:
-        timeline.close()
-        if monitor is not None:
-            monitor.close()
 
-    gpu_figures, monitor_note = (monitor.figures() if monitor is not None
-                                 else (None, monitor_note))
+
+def _result(spec: Variant, run: TrainingRun, data: Data, config: TrainConfig, device: torch.device,
+            warmup_epochs: int, epochs: _Epochs, counter: _EpochCounter,
+            accuracy: dict[str, float], timeline: MemoryTimeline,
+            gpu: tuple[dict | None, str], device_warmup_s: float) -> VariantResult:
+    """The figures of one measured variant."""
     chance, chance_bound = chance_level(data)
-    steady_epochs = len(epoch_times)
+    steady_epochs = len(epochs.times)
     steps, seeds, edges = (now - before for now, before in
-                           zip((counter.steps, counter.seeds, counter.edges), steady_start))
-    timing = Timing.of(epoch_times)
+                           zip((counter.steps, counter.seeds, counter.edges), epochs.steady_start))
+    timing = Timing.of(epochs.times)
     compile_counter = run.compile_counter
-    cuda_peak = max(step_peaks) if device.type == "cuda" and step_peaks else None
+    step_peaks = epochs.step_peaks
     return VariantResult(
         variant=spec.name,
         model=config.model,
@@ -378,9 +410,9 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         warmup_epochs=warmup_epochs,
         steps_per_epoch=steps // steady_epochs,
         epoch_time=timing,
-        first_epoch_s=first_epoch_s,
+        first_epoch_s=epochs.first_s,
         step_peak_bytes=max(step_peaks) if step_peaks else None,
-        cuda_peak_bytes=cuda_peak,
+        cuda_peak_bytes=max(step_peaks) if device.type == "cuda" and step_peaks else None,
         memory_method=("cuda max_memory_allocated above what was held before the build"
                        if device.type == "cuda"
                        else "torch CPU allocations above step start (profiler)"),
@@ -393,19 +425,20 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
                              else None),
         compiled_graphs=compile_counter.graphs if compile_counter else None,
         graph_breaks=compile_counter.graph_breaks if compile_counter else None,
-        recompiles=(compile_counter.graphs - graphs_after_first) if compile_counter else None,
+        recompiles=((compile_counter.graphs - epochs.graphs_after_first)
+                    if compile_counter else None),
         setup_seconds=dict(run.setup_seconds),
         memory_timeline=timeline.to_dict(),
-        gpu_monitor=gpu_figures,
-        gpu_monitor_note=monitor_note,
+        gpu_monitor=gpu[0],
+        gpu_monitor_note=gpu[1],
         extra=dict(run.stats),
         chance_acc=chance,
         at_chance=accuracy["test"] <= chance_bound,
         device_warmup_s=device_warmup_s,
-        compile_s=(max(first_epoch_s - timing.median, 0.0) if compile_counter is not None
+        compile_s=(max(epochs.first_s - timing.median, 0.0) if compile_counter is not None
                    else None),
-        work=work,
-        roofline_note="" if work is not None else (
+        work=epochs.work,
+        roofline_note="" if epochs.work is not None else (
             f"no roofline with {warmup_epochs} warm-up epochs: the work is counted in a "
             f"warm-up epoch apart from the first (timed) and the memory one; use --warmup 3"),
     )
