@@ -25,7 +25,7 @@ looks things up: datasets are generated once per ``asv run`` by
 ``setup_cache`` (written to files so a benchmark process loads only its own
 graph, which keeps ``peakmem_`` honest) and training runs are built once per
 process and kept in :data:`_RUNS`. :class:`Benchmark` owns every class's
-``setup``; runs are built, warmed and batched by ``gnnperf/case.py``.
+``setup``; runs are built, warmed and batched by ``gnnperf/measure/case.py``.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _load_suite_module(name: str):
     import sys
 
     path = SUITE_CHECKOUT / "gnnperf" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_gnnperf_asv_{name}", path)
+    spec = importlib.util.spec_from_file_location(f"_gnnperf_asv_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -66,7 +66,7 @@ def _load_suite_module(name: str):
 
 
 ERRORS = _load_suite_module("errors")
-CASES = _load_suite_module("case")
+CASES = _load_suite_module("measure/case")
 
 
 class NotHere(NotImplementedError):
@@ -159,7 +159,7 @@ class Profile:
         rounds: asv ``rounds`` of the timing benchmarks.
         throughput_epochs: Epochs timed for the time per sampled edge.
         work_datasets: Graphs of the exact work metrics (``None``: the
-            gate's, :data:`gnnperf.case.DEFAULT_DATASETS`).
+            gate's, :data:`gnnperf.measure.case.DEFAULT_DATASETS`).
         models: Models of the step-time, CUDA-peak and test-error
             benchmarks (the ``model`` parameter; the others train GCN).
     """
@@ -353,23 +353,29 @@ def warm_device(dev: torch.device) -> None:
     """The device's one-off first use (on CUDA the context and the cuBLAS and
     cuSPARSE handles, hundreds of MiB of host RSS) before anything is
     measured, so a ``peakmem_`` floor and the benchmarks above it hold the
-    same; on a commit without :func:`gnnperf.measure.warm_device`, a CUDA
+    same; on a commit without :func:`gnnperf.measure.runner.warm_device`, a CUDA
     context at least."""
     try:
-        gnnperf_name("measure.warm_device")(dev)
+        gnnperf_name("measure.runner.warm_device", "measure.warm_device")(dev)
     except NotImplementedError:
         if dev.type == "cuda":
             torch.ones(1, device=dev).sum().item()
 
 
-def gnnperf_name(what: str):
-    """``gnnperf.<module>.<name>`` or :class:`NotImplementedError` on a commit that lacks it."""
-    module, _, name = what.rpartition(".")
-    try:
-        mod = __import__(f"gnnperf.{module}", fromlist=[name])
-        return getattr(mod, name)
-    except (ImportError, AttributeError) as exc:
-        raise NotHere(f"this commit's gnnperf lacks {what}: {exc}") from None
+def gnnperf_name(what: str, *older: str):
+    """``gnnperf.<module>.<name>``, else the first of :obj:`older` (where a
+    commit before the measurement wing had it: ``"measure.warm_device"``
+    for ``"measure.runner.warm_device"``), or :class:`NotImplementedError`
+    on a commit that has none of them."""
+    errors = []
+    for path in (what, *older):
+        module, _, name = path.rpartition(".")
+        try:
+            mod = __import__(f"gnnperf.{module}", fromlist=[name])
+            return getattr(mod, name)
+        except (ImportError, AttributeError) as exc:
+            errors.append(exc)
+    raise NotHere(f"this commit's gnnperf lacks {what}: {errors[0]}") from None
 
 
 def variant(name: str):
@@ -517,7 +523,7 @@ def dataset(cache: dict, key: str):
 
 def case(dataset_key: str, variant_name: str, warmup_epochs: int = 1, model: str = "gcn",
          **config):
-    """The :class:`~gnnperf.case.Case` of a benchmark on this runner's device
+    """The :class:`~gnnperf.measure.case.Case` of a benchmark on this runner's device
     (GCN's has no model override: older commits' configs know none)."""
     return CASES.Case.of(variant_name, dataset_key, model, config=config, device=str(device()),
                          threads=THREADS, warmup_epochs=warmup_epochs)
@@ -537,7 +543,7 @@ def check_model(model: str, variant_name: str) -> None:
 
 def build_run(cache: dict, key: str, variant_name: str, model: str = "gcn", **config):
     """A fresh training run of :obj:`variant_name` (of :obj:`model`) on
-    graph :obj:`key` (:func:`gnnperf.case.build`), or
+    graph :obj:`key` (:func:`gnnperf.measure.case.build`), or
     :class:`NotImplementedError` where this commit lacks the variant."""
     variant(variant_name)
     check_model(model, variant_name)
@@ -564,7 +570,7 @@ _RUNS: dict[tuple, object] = {}
 
 def prepared(cache: dict, key: str, variant_name: str, warm: bool = True,
              model: str = "gcn"):
-    """A :class:`~gnnperf.case.PreparedCase` of :obj:`variant_name` (of
+    """A :class:`~gnnperf.measure.case.PreparedCase` of :obj:`variant_name` (of
     :obj:`model`) on graph :obj:`key`: one epoch's batches materialised
     (sampling stays out of the step time) after one warm-up epoch
     (compilation included), or none when not :obj:`warm`; ``synced_step``

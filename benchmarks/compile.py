@@ -5,8 +5,10 @@ with an empty inductor cache), Cluster-GCN's METIS partition and
 GraphSAINT's pre-sampling."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,6 +23,9 @@ def _fresh_compile_caches() -> None:
     """Point inductor (and Triton) at an empty cache: a warm on-disk cache
     would turn compile seconds into cache-load seconds."""
     root = tempfile.mkdtemp(prefix="gnnperf-asv-inductor-")
+    # measure() runs in a fresh interpreter that exits normally (28 of these
+    # folders were left in /tmp by earlier runs).
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = root
     os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
     try:
@@ -141,8 +146,19 @@ class _TrainingSetupCost(common.Benchmark):
     def make(self, cache, dataset, variant):
         key = (dataset, variant)
         if key not in self._built:
-            os.environ["GNNPERF_CACHE"] = tempfile.mkdtemp(prefix="gnnperf-asv-cache-")
-            run = common.build_run(cache, dataset, variant)
+            # Removed here: asv's forkserver ends a benchmark with os._exit, so
+            # no atexit hook would run.
+            scratch = tempfile.mkdtemp(prefix="gnnperf-asv-cache-")
+            before = os.environ.get("GNNPERF_CACHE")
+            os.environ["GNNPERF_CACHE"] = scratch
+            try:
+                run = common.build_run(cache, dataset, variant)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+                if before is None:
+                    os.environ.pop("GNNPERF_CACHE", None)
+                else:
+                    os.environ["GNNPERF_CACHE"] = before
             seconds = getattr(run, "setup_seconds", {})
             if self.stat not in seconds:
                 raise NotImplementedError(f"this commit's {self.technique} reports no {self.stat}")

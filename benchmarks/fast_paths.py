@@ -26,7 +26,8 @@ def compare(data, variant: str, hidden: int, references: list[str]) -> dict[str,
     """Ratios of :obj:`variant` to each of :obj:`references`, all built once
     and stepped in turn (A B C, A B C, ...): step times, step peaks (after a
     warm-up step each) and test error after the steps, keyed by reference."""
-    step_peak_bytes = common.gnnperf_name("measure.step_peak_bytes")
+    step_peak_bytes = common.gnnperf_name("measure.runner.step_peak_bytes",
+                                                 "measure.step_peak_bytes")
     dev = common.device()
     names = [variant, *references]
     for name in names:
@@ -65,7 +66,7 @@ def _peak_above_start(step_peak_bytes, step, dev) -> int | None:
     on CUDA the other runs built beside it stay resident, and would dilute
     the ratio (the CPU probe is above the step's start already). The
     subtraction is the suite's, not ``step_peak_bytes``'s ``held`` argument
-    (gnnperf.measure.held_bytes): older benchmarked commits lack both."""
+    (gnnperf.measure.runner.held_bytes): older benchmarked commits lack both."""
     held = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0
     peak = step_peak_bytes(step, dev)
     return None if peak is None else max(peak - held, 0)

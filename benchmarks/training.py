@@ -170,7 +170,8 @@ class _OffloadEpoch(common.Benchmark):
 
     def make(self, cache, dataset, variant):
         dev = self.device
-        open_monitor = common.gnnperf_name("monitor.GpuMonitor").for_device
+        monitor_class = common.gnnperf_name("measure.probes.GpuMonitor", "monitor.GpuMonitor")
+        open_monitor = monitor_class.for_device
         run = common.build_run(cache, dataset, variant)
         common.timed_epoch(run, dev)  # warm-up: allocator, cuBLAS handles
         monitor, self.monitor_note = open_monitor(dev)
@@ -231,16 +232,18 @@ class OffloadGpuIdle(_OffloadEpoch):
 
 class Headroom(_PerVariant):
     """How far a whole epoch (batch making included) is from this machine's
-    roofs: 100 minus its roofline % (:mod:`gnnperf.roofline`: the time the
+    roofs: 100 minus its roofline % (:mod:`gnnperf.measure.roofline`: the time the
     epoch's counted FLOPs and bytes need at the roofs over its median time),
     so a rise is the regression. The work is counted in one untimed epoch;
     compiled variants count their eager equivalent (the same maths)."""
 
     def make(self, cache, dataset, variant):
-        roofs = common.gnnperf_name("roofline.cached_roofs")(self.device)
-        count_work = common.gnnperf_name("workcount.count_work")
-        step_work = common.gnnperf_name("roofline.StepWork")
-        assess = common.gnnperf_name("roofline.assess")
+        roofs = common.gnnperf_name("measure.roofline.cached_roofs",
+                                    "roofline.cached_roofs")(self.device)
+        count_work = common.gnnperf_name("measure.workcount.count_work",
+                                          "workcount.count_work")
+        step_work = common.gnnperf_name("measure.roofline.StepWork", "roofline.StepWork")
+        assess = common.gnnperf_name("measure.roofline.assess", "roofline.assess")
         prep = common.prepared(cache, dataset, variant, warm=True)
         ops = count_work(lambda: common.timed_epoch(prep.run, self.device))
         work = step_work.of(ops, len(prep.batches))

@@ -1,11 +1,11 @@
 """Exact work metrics of one training step per variant, as asv ``track_``
 benchmarks: ATen op count, FLOPs, profiled op events, bytes allocated and
-peak bytes (:mod:`gnnperf.workcount`), and compiled graphs, graph breaks and
+peak bytes (:mod:`gnnperf.measure.workcount`), and compiled graphs, graph breaks and
 recompiles for compiled variants. They are identical on every run of an
 unchanged commit, so any step in their history is a structural change.
 
 Benchmarks come from the working tree while gnnperf comes from each
-benchmarked commit, so a commit without :mod:`gnnperf.workcount` or without a
+benchmarked commit, so a commit without :mod:`gnnperf.measure.workcount` or without a
 variant makes the affected benchmarks n/a (``NotImplementedError``), as do a
 declared "cannot here" (:func:`common.declared_na`) and metrics that do not
 apply (graph breaks of an eager variant). Any other error while a case is
@@ -22,12 +22,13 @@ DATASETS = list(common.PROFILE.work_datasets or common.CASES.DEFAULT_DATASETS)
 def _measure_all() -> dict:
     """Work metrics of every (dataset, variant), or ``{"n/a": ...}`` /
     ``{"error": ...}`` (:func:`common.measured_or_reason`): the cases
-    prepared by ``gnnperf/case.py``, measured by the commit's
-    :func:`gnnperf.workcount.measure_work`."""
+    prepared by ``gnnperf/measure/case.py``, measured by the commit's
+    :func:`gnnperf.measure.workcount.measure_work`."""
     try:
         from gnnperf.data import load_dataset
-        from gnnperf.workcount import measure_work
-    except ImportError as exc:
+        measure_work = common.gnnperf_name("measure.workcount.measure_work",
+                                           "workcount.measure_work")
+    except (ImportError, NotImplementedError) as exc:
         return {"n/a": f"this commit's gnnperf lacks the work counter: {exc}"}
 
     def measure(data, dataset, variant):

@@ -8,7 +8,7 @@ os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 from gnnperf.data import SyntheticSpec, load_dataset, synthetic_graph
 from gnnperf.errors import GnnperfError
-from gnnperf.measure import SamplerThroughput, VariantResult, measure_sampler, measure_variant
+from gnnperf.measure.runner import SamplerThroughput, VariantResult, measure_sampler, measure_variant
 from gnnperf.models import GAT, GCN, GIN, MODELS, GraphSAGE, ModelSpec, get_model, normalize_graph
 from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
 from gnnperf.variants import (

@@ -185,7 +185,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     and torchrun's world, which :func:`run_command` resolves next (still
     before the dataset loads)."""
     from gnnperf.data import check_dataset_name
-    from gnnperf.measure import result_label
+    from gnnperf.measure.runner import result_label
     from gnnperf.models import parse_models
     from gnnperf.variants import get_variant, model_pairs, standard_variants
 
@@ -231,7 +231,7 @@ def run_command(args: argparse.Namespace) -> int:
     from gnnperf import report
     from gnnperf.data import load_dataset
     from gnnperf.fingerprint import tune_allocator
-    from gnnperf.measure import result_label, set_threads, with_roofline
+    from gnnperf.measure.runner import result_label, set_threads, with_roofline
 
     plan = plan_run(args)
     device, backend, torchrun, rank0 = _join_world(args)
@@ -290,7 +290,7 @@ def _join_world(args: argparse.Namespace) -> tuple[object, str, bool, bool]:
     and whether it is rank 0 (under torchrun every rank runs the command;
     rank 0 alone prints and writes)."""
     from gnnperf import distributed
-    from gnnperf.measure import resolve_device
+    from gnnperf.measure.runner import resolve_device
 
     torchrun = distributed.launched_by_torchrun()
     if torchrun and args.world_size > 1:
@@ -327,7 +327,7 @@ class _PairMeasurer:
 
     def __call__(self, name: str, config, progress):
         from gnnperf import distributed
-        from gnnperf.measure import measure_variant
+        from gnnperf.measure.runner import measure_variant
         args = self.args
         data_parallel = self.specs[name].data_parallel
         if data_parallel and args.world_size > 1:  # local ranks
@@ -358,7 +358,7 @@ def _run_metadata(args: argparse.Namespace, plan, data, device, tuned: bool, bac
     roofs), the roofs, and the run's configuration as the JSON records them."""
     from gnnperf.data import dataset_identity
     from gnnperf.fingerprint import environment
-    from gnnperf.roofline import cached_roofs
+    from gnnperf.measure.roofline import cached_roofs
 
     env = environment(args.seed, device, tuned)
     env["dataset"] = dataset_identity(data)
@@ -380,8 +380,8 @@ def sampler_command(args: argparse.Namespace) -> int:
     from gnnperf import report
     from gnnperf.data import dataset_identity, load_dataset
     from gnnperf.fingerprint import environment, tune_allocator
-    from gnnperf.measure import measure_sampler, resolve_device, set_threads
-    from gnnperf.roofline import cached_roofs
+    from gnnperf.measure.runner import measure_sampler, resolve_device, set_threads
+    from gnnperf.measure.roofline import cached_roofs
 
     _check_output(args.json, "--json")
     if args.batch_size < 1:
@@ -406,8 +406,8 @@ def sampler_command(args: argparse.Namespace) -> int:
 def roofs_command(args: argparse.Namespace) -> int:
     import json
 
-    from gnnperf.measure import resolve_device, set_threads
-    from gnnperf.roofline import cached_roofs, format_roofs
+    from gnnperf.measure.runner import resolve_device, set_threads
+    from gnnperf.measure.roofline import cached_roofs, format_roofs
 
     _check_output(args.json, "--json")
     device = resolve_device(args.device)
@@ -423,7 +423,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     import json
 
     from gnnperf.doctor import FAIL, Doctor, to_dict
-    from gnnperf.measure import resolve_device, set_threads
+    from gnnperf.measure.runner import resolve_device, set_threads
 
     _check_output(args.json, "--json")
     device = resolve_device(args.device)

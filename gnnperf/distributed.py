@@ -140,7 +140,7 @@ def _measure_rank(variants: tuple[str, ...], dataset: str, root: str | None, con
     """One launched rank: join the group, load the graph once, measure each
     variant in turn (variant -> result)."""
     from gnnperf.data import load_dataset
-    from gnnperf.measure import measure_variant, resolve_device, set_threads
+    from gnnperf.measure.runner import measure_variant, resolve_device, set_threads
 
     device = rank_device(resolve_device(device_name))
     init_from_env(resolve_backend(backend, device), device)

@@ -135,7 +135,7 @@ class Doctor:
         Cora, with each model it can run: loss falls, and the figures that
         must be numbers are numbers, the ones that must be n/a are n/a."""
         from gnnperf.errors import GnnperfError, is_unavailable
-        from gnnperf.measure import measure_variant, result_label
+        from gnnperf.measure.runner import measure_variant, result_label
         from gnnperf.variants import TrainConfig, get_variant, model_pairs, standard_variants
         checks = []
         self.trained = {}
@@ -163,7 +163,7 @@ class Doctor:
         skip = self._cuda_only("timing is synchronised")
         if skip:
             return skip
-        from gnnperf.timers import timed
+        from gnnperf.measure.timers import timed
         n = 8192
         a = torch.randn(n, n, device=self.device)
         b = torch.randn(n, n, device=self.device)
@@ -186,7 +186,7 @@ class Doctor:
     def amp_dtype(self) -> Check:
         """AMP picks the dtype the device supports, and its loss curve stays
         within tolerance of fp32 over 50 Cora epochs."""
-        from gnnperf.measure import measure_variant
+        from gnnperf.measure.runner import measure_variant
         from gnnperf.variants import TrainConfig, get_variant
         from gnnperf.variants.amp import amp_dtype, amp_dtype_for
         # The expectation from this device's capability by the tested table
@@ -266,7 +266,7 @@ class Doctor:
     def compile_once(self) -> Check:
         """``compiled`` has no graph break with each model the doctor
         trains; ``sampled+compiled`` compiles once across batch shapes."""
-        from gnnperf.measure import result_label
+        from gnnperf.measure.runner import result_label
         from gnnperf.variants import TrainConfig, get_variant
         trained = getattr(self, "trained", {})
         runs = [trained.get(result_label("compiled", model)) for model in self.models]
@@ -294,7 +294,7 @@ class Doctor:
         """fp16 autocast with its gradient scaler (forced, whatever this
         device's own AMP dtype) trains: the loss falls and stays finite."""
         from gnnperf.errors import GnnperfError
-        from gnnperf.measure import measure_variant
+        from gnnperf.measure.runner import measure_variant
         from gnnperf.variants import TrainConfig
         name = "amp fp16 with GradScaler trains"
         try:
@@ -316,7 +316,7 @@ class Doctor:
         skip = self._cuda_only(name)
         if skip:
             return skip
-        from gnnperf.measure import measure_variant
+        from gnnperf.measure.runner import measure_variant
         from gnnperf.variants import TECHNIQUES, TrainConfig
         # Offload's own form in the comparison (the registry's answer, not a name made here).
         result = measure_variant(TECHNIQUES["offload"].standard_variant(), self.cora,
@@ -338,7 +338,7 @@ class Doctor:
         skip = self._cuda_only(name)
         if skip:
             return skip
-        from gnnperf.monitor import MIN_WINDOW_S, GpuMonitor
+        from gnnperf.measure.probes import MIN_WINDOW_S, GpuMonitor
         monitor, reason = GpuMonitor.for_device(self.device)
         if monitor is None:  # skipped without the optional package; a broken NVML fails
             missing = importlib.util.find_spec("pynvml") is None
@@ -410,7 +410,7 @@ class Doctor:
 
     def peak_memory(self) -> Check:
         """A known allocation is seen within 5% by the suite's peak probe."""
-        from gnnperf.measure import step_peak_bytes
+        from gnnperf.measure.runner import step_peak_bytes
 
         def allocate():
             return torch.ones(KNOWN_ALLOCATION // 4, device=self.device).sum()

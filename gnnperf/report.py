@@ -9,7 +9,7 @@ from typing import Sequence
 from tabulate import tabulate
 
 from gnnperf.io import write_atomic
-from gnnperf.measure import SamplerThroughput, VariantResult, label_parts
+from gnnperf.measure.runner import SamplerThroughput, VariantResult, label_parts
 from gnnperf.models import DEFAULT_MODEL
 
 MIB = 2 ** 20
@@ -273,7 +273,7 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
     intensity (FLOPs per byte moved) and achieved FLOP/s, a thin line up to
     the bound its own roofs set (its headroom), and the machine's roofs:
     peak GEMM FLOP/s, the copy bandwidth from DRAM and from cache, and the
-    gather bandwidth from DRAM (:class:`~gnnperf.roofline.Roofs`)."""
+    gather bandwidth from DRAM (:class:`~gnnperf.measure.roofline.Roofs`)."""
     drawn = [(index, r) for index, r in enumerate(points) if r.roofline]
     # Steps without FLOPs (intensity 0) have no place on a log axis: not drawn.
     drawn = [(index, r) for index, r in drawn if r.roofline["intensity_flop_per_byte"] > 0]

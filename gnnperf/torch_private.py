@@ -2,7 +2,7 @@
 public one serves and its canary (tests/test_torch_private.py): a torch
 release that moves one fails there by name, not somewhere in a measurement.
 
-One exception, by necessity: ``gnnperf/workcount.py`` uses
+One exception, by necessity: ``gnnperf/measure/workcount.py`` uses
 :class:`TorchDispatchMode` and ``OpOverload._schema`` itself (what
 :func:`schema_arguments` reads), because the gate loads that file by path
 and runs it against older trees, which have no ``torch_private``."""

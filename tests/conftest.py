@@ -80,14 +80,14 @@ def _run_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, cora):
-    """``trained(variant)``: :func:`gnnperf.measure.measure_variant` of a
+    """``trained(variant)``: :func:`gnnperf.measure.runner.measure_variant` of a
     standard variant on Cora for :data:`TRAINED_EPOCHS` epochs (seed 0,
     :data:`TRAINED_WARMUP` warm-up epochs), trained once per test run. The
     first worker to ask trains it under a file lock and pickles the result;
     the others load it. Each call returns a fresh copy."""
     from filelock import FileLock
 
-    from gnnperf.measure import measure_variant
+    from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
 
     folder = _run_folder(tmp_path_factory)
@@ -110,7 +110,7 @@ def trained(tmp_path_factory, cora):
 
 @pytest.fixture
 def reuse_trained(trained, monkeypatch):
-    """Makes :func:`gnnperf.measure.measure_variant` answer a call like the
+    """Makes :func:`gnnperf.measure.runner.measure_variant` answer a call like the
     one the :func:`trained` fixture made (a standard variant, the bundled
     Cora by name and source, its epochs, warm-up and seed, default options,
     CPU) from that training, so the doctor and ``gnnperf run`` tests go
@@ -118,10 +118,10 @@ def reuse_trained(trained, monkeypatch):
     other call trains for real. It does not see process state (threads, a
     monkeypatched technique): a test that changes those must not use it.
     ``.hits`` lists the variants it answered."""
-    import gnnperf.measure
+    import gnnperf.measure.runner
     from gnnperf.variants import TrainConfig, standard_variants
 
-    real = gnnperf.measure.measure_variant
+    real = gnnperf.measure.runner.measure_variant
     standard = set(standard_variants())
     expected = TrainConfig(epochs=TRAINED_EPOCHS)
 
@@ -139,5 +139,5 @@ def reuse_trained(trained, monkeypatch):
 
     measure_variant.hits = []
 
-    monkeypatch.setattr(gnnperf.measure, "measure_variant", measure_variant)
+    monkeypatch.setattr(gnnperf.measure.runner, "measure_variant", measure_variant)
     return measure_variant

@@ -9,7 +9,7 @@ each step once, untimed, and checks the work metrics; the timed run is::
 (``-n 0``: one process; pytest-benchmark switches itself off under xdist.)
 
 Each benchmark's ``extra_info`` holds the exact work metrics of one step
-(:mod:`gnnperf.workcount`: ATen ops, FLOPs, profiled ops, bytes allocated,
+(:mod:`gnnperf.measure.workcount`: ATen ops, FLOPs, profiled ops, bytes allocated,
 peak bytes, compiled graphs / graph breaks / recompiles), the peak memory, the
 accuracy after the timed steps, the thread count and the device. Wall-clock
 comparisons between runs belong to ``tools/ab_gate.py`` (interleaved A/B in
@@ -23,8 +23,8 @@ import torch
 from gnnperf.data import load_dataset
 from gnnperf.errors import GnnperfError
 from gnnperf.variants import STANDARD_VARIANTS
-from gnnperf.case import DEFAULT_DATASETS, Case, prepare
-from gnnperf.workcount import EXACT_FIELDS, measure_work
+from gnnperf.measure.case import DEFAULT_DATASETS, Case, prepare
+from gnnperf.measure.workcount import EXACT_FIELDS, measure_work
 
 DATASETS = list(DEFAULT_DATASETS)
 DEVICE = torch.device("cpu")

@@ -53,7 +53,7 @@ def test_run_writes_table_json_and_plot(tmp_path, capsys, reuse_trained):
 
 
 def test_roofs_command_prints_and_writes_the_cached_roofs(tmp_path, capsys, monkeypatch):
-    from gnnperf import roofline
+    from gnnperf.measure import roofline
     monkeypatch.setenv("GNNPERF_CACHE", str(tmp_path))  # its small roofs stay its own
     monkeypatch.setattr(roofline, "CPU_LADDER", (2 ** 20,))
     monkeypatch.setattr(roofline, "CPU_GEMM_SIZE", 128)
@@ -66,7 +66,7 @@ def test_roofs_command_prints_and_writes_the_cached_roofs(tmp_path, capsys, monk
 
 def test_plot_draws_one_point_per_variant(tmp_path):
     from gnnperf.data import load_dataset
-    from gnnperf.measure import measure_variant
+    from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
     data = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3")
     results = [measure_variant(v, data, TrainConfig(epochs=4), "cpu", 2)

@@ -7,7 +7,7 @@ import torch
 
 from gnnperf.cli import main
 from gnnperf.doctor import FAIL, PASS, Doctor, variant_figures
-from gnnperf.measure import measure_variant as real_measure_variant  # before any patching
+from gnnperf.measure.runner import measure_variant as real_measure_variant  # before any patching
 
 CUDA_ONLY = {"timing is synchronised", "padded sampler syncs at most 3 for 2 hops",
              "offload copies each batch on a side stream", "NVML monitor samples the GPU",
@@ -19,8 +19,8 @@ CUDA_ONLY = {"timing is synchronised", "padded sampler syncs at most 3 for 2 hop
 
 
 def test_a_broken_peak_figure_fails_the_doctor(monkeypatch, capsys):
-    import gnnperf.measure
-    monkeypatch.setattr(gnnperf.measure, "measure_cpu_peak", lambda fn: (fn(), 0)[1])
+    import gnnperf.measure.runner
+    monkeypatch.setattr(gnnperf.measure.runner, "measure_cpu_peak", lambda fn: (fn(), 0)[1])
     monkeypatch.setattr(Doctor, "checks", lambda self: iter([self.environment,
                                                                self.peak_memory]))
     assert main(["doctor", "--device", "cpu"]) == 1
@@ -30,7 +30,7 @@ def test_a_broken_peak_figure_fails_the_doctor(monkeypatch, capsys):
 
 
 def test_variant_figures_catch_zeros_and_missing_cuda_peaks(cora):
-    from gnnperf.measure import measure_variant
+    from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
     result = measure_variant("baseline", cora, TrainConfig(epochs=4), "cpu", 2)
     assert variant_figures(result, torch.device("cpu")).status == PASS
@@ -50,13 +50,13 @@ def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cor
     # real measure_variant gives for that call (deterministic on CPU), and a
     # call it was not made for trains for real.
     from conftest import TRAINED_EPOCHS, TRAINED_WARMUP
-    import gnnperf.measure
+    import gnnperf.measure.runner
     from gnnperf.variants import TrainConfig
     config = TrainConfig(epochs=TRAINED_EPOCHS)
-    shortcut = gnnperf.measure.measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
+    shortcut = gnnperf.measure.runner.measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
     assert reuse_trained.hits == ["sampled"]  # answered from the shared training
     real = real_measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
     assert shortcut.losses == real.losses and shortcut.test_acc == real.test_acc
-    other = gnnperf.measure.measure_variant("sampled", cora, TrainConfig(epochs=4), "cpu", 2)
+    other = gnnperf.measure.runner.measure_variant("sampled", cora, TrainConfig(epochs=4), "cpu", 2)
     assert reuse_trained.hits == ["sampled"]  # trained for real
     assert len(other.losses) == 4 and other.losses == real.losses[:4]

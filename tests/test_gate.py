@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gnnperf import faults, gate
-from gnnperf.case import Case
+from gnnperf import gate
+from gnnperf.gate import faults
+from gnnperf.measure.case import Case
 from gnnperf.cli import main
 from gnnperf.gate.sensitivity import evaluate, format_table, smallest_clean
 
@@ -352,7 +353,7 @@ def test_gate_and_bisect_refuse_a_variant_its_model_cannot_run(capsys):
 
 
 def test_default_cases_cross_every_model():
-    from gnnperf.case import default_cases
+    from gnnperf.measure.case import default_cases
     cases = default_cases(["baseline", "sparse"], ("cora",), ("gcn", "gin"))
     assert [c.name for c in cases] == ["baseline@cora", "sparse@cora", "baseline@cora@gin",
                                        "sparse@cora@gin"]

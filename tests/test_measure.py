@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gnnperf.errors import GnnperfError
-from gnnperf.measure import Timing, measure_cpu_peak, measure_variant, resolve_device
+from gnnperf.measure.runner import Timing, measure_cpu_peak, measure_variant, resolve_device
 from gnnperf.variants import TrainConfig
 
 
@@ -90,8 +90,8 @@ def test_the_next_variant_is_built_after_the_earlier_runs_are_freed(monkeypatch,
 def test_a_cuda_peak_is_above_what_the_process_held_before_the_build(monkeypatch):
     # The CUDA allocator's counters, faked: 700 MiB held by earlier work,
     # the step allocating 300 MiB over it. Reported: the 300, not 1000.
-    from gnnperf import measure
-    from gnnperf.monitor import MemoryTimeline
+    from gnnperf.measure import runner as measure
+    from gnnperf.measure.probes import MemoryTimeline
     mib = 2 ** 20
     allocator = {"now": 700 * mib, "peak": 700 * mib}
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
@@ -118,7 +118,7 @@ def test_the_devices_first_use_is_paid_and_reported_before_the_first_epoch(monke
     # A device's one-off first use (on CUDA its context and cuBLAS/cuSPARSE
     # handles: hundreds of ms) stands here as a 0.3 s first use: it is
     # reported as the device's warm-up, not in the first epoch (nor as compile).
-    from gnnperf import measure
+    from gnnperf.measure import runner as measure
     from gnnperf.data import load_dataset
     assert measure.warm_device(torch.device("cpu")) > 0  # the real one runs on CPU
     paid = []

@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from gnnperf import report
-from gnnperf.measure import with_roofline
-from gnnperf.roofline import Roofs
+from gnnperf.measure.runner import with_roofline
+from gnnperf.measure.roofline import Roofs
 from gnnperf.variants import standard_variants
 
 

@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from gnnperf import roofline
-from gnnperf.roofline import Roofs, StepWork, assess, cached_roofs
-from gnnperf.workcount import count_work
+from gnnperf.measure import roofline
+from gnnperf.measure.roofline import Roofs, StepWork, assess, cached_roofs
+from gnnperf.measure.workcount import count_work
 
 MIB = 2 ** 20
 
@@ -114,7 +114,7 @@ def test_a_step_at_its_roofs_scores_100_percent_and_half_as_fast_50():
 
 
 def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch):
-    from gnnperf import measure, workcount
+    from gnnperf.measure import runner as measure, workcount
     from gnnperf.variants import TrainConfig
     counting = [False]
     epochs = []  # per epoch: whether the op counter was on
@@ -146,7 +146,7 @@ def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch):
 
 def test_with_two_warm_up_epochs_the_roofline_is_na_and_says_why(cora):
     from gnnperf import report
-    from gnnperf.measure import measure_variant, with_roofline
+    from gnnperf.measure.runner import measure_variant, with_roofline
     from gnnperf.variants import TrainConfig
     result = with_roofline(measure_variant("baseline", cora, TrainConfig(epochs=4), "cpu", 2),
                            ROOFS)
@@ -192,7 +192,7 @@ def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cor
     # once fixed).
     from torch.profiler import ProfilerActivity, profile
 
-    from gnnperf import measure
+    from gnnperf.measure import runner as measure
     from gnnperf.variants import TrainConfig
     regions = []
     real_epoch = measure._run_epoch

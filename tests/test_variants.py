@@ -6,7 +6,7 @@ import torch
 
 from conftest import TRAINED_EPOCHS, TRAINED_WARMUP
 from gnnperf.errors import GnnperfError
-from gnnperf.measure import measure_variant
+from gnnperf.measure.runner import measure_variant
 from gnnperf.variants import (
     COMBINED_VARIANTS,
     STANDARD_VARIANTS,
@@ -455,7 +455,7 @@ def test_offload_moves_every_field_a_step_reads_sparse_features_too(cora, monkey
 def test_a_fixed_offload_batch_steps_twice_unchanged(cora):
     # A/B timing steps one fixed batch again and again: what runs after the
     # copy (here the sparse adjacency) must not rewrite the host batch.
-    from gnnperf.case import Case, prepare
+    from gnnperf.measure.case import Case, prepare
     prep = prepare(Case("sampled+sparse+offload", "cora", warmup_epochs=0), cora)
     graph = prep.batches[0].graph
     losses = [float(prep.step()) for _ in range(3)]
@@ -468,7 +468,7 @@ def test_offload_copies_each_batch_in_the_step_that_trains_on_it(cora, monkeypat
     # the copy (and what runs after it on the device) must be in each step,
     # or the step times batches already on the GPU and its CUDA peak holds
     # the whole epoch of them.
-    from gnnperf.case import Case, prepare
+    from gnnperf.measure.case import Case, prepare
     from gnnperf.variants.offload import BatchCopier
     copied = []
     original = BatchCopier.to_device

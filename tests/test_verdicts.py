@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnnperf import faults, gate
-from gnnperf.case import Case
+from gnnperf import gate
+from gnnperf.gate import faults
+from gnnperf.measure.case import Case
 from gnnperf.cli import main
 from gnnperf.errors import GnnperfError
 
@@ -309,7 +310,7 @@ def test_an_accuracy_at_chance_is_flagged(tmp_path, capsys):
 
 
 def test_a_trained_variant_is_not_flagged(cora):
-    from gnnperf.measure import measure_variant
+    from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
     result = measure_variant("sparse", cora, TrainConfig(epochs=40), warmup_epochs=2)
     assert result.test_acc > 0.6 and not result.at_chance and result.chance_acc < 0.35
@@ -404,7 +405,7 @@ def _fake_arms(effect: float, pair_sd: float, seed: int = 0):
 def _gate_with(monkeypatch, effect, pair_sd, seed=0, **options):
     run_arms, calls = _fake_arms(effect, pair_sd, seed)
     monkeypatch.setattr(gate.arms, "run_arms", run_arms)
-    from gnnperf.case import Case
+    from gnnperf.measure.case import Case
     from gnnperf.gate.arms import Arm
     opts = gate.GateOptions(work_gate=False, **options)
     # The arms' workers are fakes, so are their probes (a real one is an

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnnperf.case import Case, prepare
+from gnnperf.measure.case import Case, prepare
 from gnnperf.data import load_dataset
 from gnnperf.variants import TrainingRun
-from gnnperf.workcount import (
+from gnnperf.measure.workcount import (
     EXACT_FIELDS,
     compare_exact,
     count_ops,

@@ -3,7 +3,7 @@
 
 1. Clones this repository's committed HEAD (BASE) into a temporary folder and
    commits, on its ``main``: a no-op commit (NOOP, a comment) and then a slow
-   commit (SLOW: :mod:`gnnperf.faults` makes every training step burn twice its
+   commit (SLOW: :mod:`gnnperf.gate.faults` makes every training step burn twice its
    CPU time).
 2. Runs the documented gate twice, in one go:
    ``asv continuous --factor F -b time_train_step BASE NOOP`` (must exit 0) and
@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = "training.TrainStep.time_train_step"
 
 sys.path.insert(0, str(ROOT))
-from gnnperf import faults  # noqa: E402
+from gnnperf.gate import faults  # noqa: E402
 
-# +100% CPU time per training step, every variant (gnnperf.faults). At +50%
+# +100% CPU time per training step, every variant (gnnperf.gate.faults). At +50%
 # (2026-12-01) asv's own noise here made SLOW/NOOP read 1.02-1.87 across the
 # variants, and a no-op commit NOOP/BASE 0.75-1.58: below the 1.3 the check
 # asks of every variant. The demo shows the gate working, not its resolution

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gnnperf.case import Case
+from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
-#: The instrument both arms are measured with: this checkout's case.py and workcount.py.
+#: The instrument both arms are measured with: this checkout's measure/case.py and measure/workcount.py.
 INSTRUMENT = Path(__file__).resolve().parent.parent
 
 

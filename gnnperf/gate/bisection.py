@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from gnnperf.case import Case
+from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
 from gnnperf.gate.arms import Arm, ArmProbe
 from gnnperf.gate.compare import GateOptions, compare_arms
-from gnnperf.workcount import EXACT_FIELDS
+from gnnperf.measure.workcount import EXACT_FIELDS
 
 METRICS = ("time",) + EXACT_FIELDS
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from gnnperf.case import DEFAULT_DATASETS, Case
+from gnnperf.measure.case import DEFAULT_DATASETS, Case
 from gnnperf.errors import GnnperfError
 
 

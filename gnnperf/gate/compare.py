@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gnnperf.case import DEFAULT_DATASETS, DEFAULT_MODEL, Case, default_cases
+from gnnperf.measure.case import DEFAULT_DATASETS, DEFAULT_MODEL, Case, default_cases
 from gnnperf.data import check_dataset_name
 from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
@@ -51,7 +51,7 @@ class GateOptions:
         accept_work_change (bool): Report a changed work metric without failing.
         pin_cpus (bool): Both arms' workers of a pair on one CPU (see
             :func:`~gnnperf.gate.arms.run_arms`).
-        cases (list): Explicit :class:`~gnnperf.case.Case` s instead of
+        cases (list): Explicit :class:`~gnnperf.measure.case.Case` s instead of
             :obj:`variants` x :obj:`datasets`.
     """
     base: str | None = None

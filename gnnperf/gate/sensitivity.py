@@ -2,7 +2,7 @@
 
 Copies the working tree (arm A) and makes copies in which one variant's
 training step burns extra CPU time equal to ``s`` times the step's own
-(:mod:`gnnperf.faults`, self-calibrating, so the injected slowdown stays ``s``
+(:mod:`gnnperf.gate.faults`, self-calibrating, so the injected slowdown stays ``s``
 whatever the load), then times them with the gate's interleaved timing
 (:func:`gnnperf.gate.arms.run_arms`). A trial starts ``processes`` sets of
 worker processes, one per arm (A, a second A for the A/A comparison, and
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gnnperf import faults
-from gnnperf.case import Case
+from gnnperf.gate import faults
+from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
 from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide, judge,

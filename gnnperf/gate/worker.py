@@ -6,8 +6,8 @@ the worker first prints ``{"probe": ...}``, what :func:`probe` finds of the
 arm, and reads ``{"cases": [...]}`` or ``{"quit": true}`` from stdin, so the
 gate's first workers are also its probes; ``--mode probe`` prints the probe
 alone). gnnperf comes from the arm's tree (put first
-on ``sys.path``); the instrument (``case.py`` and ``workcount.py``) from the
-head checkout's ``gnnperf`` folder :obj:`DIR`, loaded by path, so both arms are
+on ``sys.path``); the instrument (``measure/case.py``, ``measure/workcount.py``
+and ``errors.py``) from the head checkout's ``gnnperf`` folder :obj:`DIR`, loaded by path, so both arms are
 built, warmed and measured by the same code. Only the standard library and
 torch are imported here: the arm's Python may be another environment.
 
@@ -77,9 +77,10 @@ def prepare_cases(args: argparse.Namespace, measure=None):
     if not Path(gnnperf.__file__).resolve().is_relative_to(tree):
         raise SystemExit(f"gnnperf imported from {gnnperf.__file__}, not from {tree}")
     instrument = Path(args.instrument)
-    case_module = load_instrument(instrument, "case")
+    case_module = load_instrument(instrument / "measure", "case")
     errors = load_errors(instrument)
-    workcount = load_instrument(instrument, "workcount") if args.mode == "work" else None
+    workcount = (load_instrument(instrument / "measure", "workcount") if args.mode == "work"
+                 else None)
     datasets: dict = {}
     prepared = []
     for text in json.loads(args.cases):

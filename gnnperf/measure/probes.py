@@ -167,7 +167,7 @@ class _Active:
 
 @dataclass
 class MemoryTimeline:
-    r"""Memory after every step it probes (:func:`~gnnperf.measure.measure_variant`:
+    r"""Memory after every step it probes (:func:`~gnnperf.measure.runner.measure_variant`:
     the warm-up epochs', never a timed one), for the chart of memory over
     training iterations.
 

@@ -27,7 +27,7 @@ KINDS = ("extra-op", "slowdown", "nan", "crash", "unavailable")
 
 _TEMPLATE = '''
 
-# ---- injected by gnnperf.faults ({kind}; temporary copy only) ----
+# ---- injected by gnnperf.gate.faults ({kind}; temporary copy only) ----
 def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amount!r}):
     import time as _time
 

@@ -8,8 +8,8 @@ import types
 import torch
 
 from gnnperf import report
-from gnnperf.measure import measure_variant
-from gnnperf.monitor import GpuMonitor, MemoryTimeline
+from gnnperf.measure.runner import measure_variant
+from gnnperf.measure.probes import GpuMonitor, MemoryTimeline
 from gnnperf.variants import TrainConfig
 
 
@@ -95,7 +95,7 @@ def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora, mon
     # The timeline's probes (a /proc write and read per step, 5% of the
     # fastest Cora step) run in the warm-up epochs only, never inside the
     # clock of a steady epoch.
-    from gnnperf import measure
+    from gnnperf.measure import runner as measure
     epochs = []  # per epoch: whether its steps were probed
     real_epoch = measure._run_epoch
 
@@ -160,7 +160,7 @@ def test_timeline_sees_a_step_peak_that_is_freed_again():
 def test_too_few_samples_or_too_short_a_window_make_the_figures_na(monkeypatch):
     # NVML's utilisation is a share of its own sample period: a handful of
     # samples over milliseconds of epochs is no figure, and says why.
-    import gnnperf.monitor
+    import gnnperf.measure.probes
     monitor = GpuMonitor(fake_nvml(), "gpu0", interval_s=0.002)
     try:
         with monitor.active():
@@ -168,7 +168,7 @@ def test_too_few_samples_or_too_short_a_window_make_the_figures_na(monkeypatch):
         figures, note = monitor.figures()
         assert figures is None and "raise --epochs" in note
         assert monitor.summary()  # the raw samples are there, just too few
-        monkeypatch.setattr(gnnperf.monitor, "MIN_WINDOW_S", 0.2)
+        monkeypatch.setattr(gnnperf.measure.probes, "MIN_WINDOW_S", 0.2)
         with monitor.active():
             deadline = time.monotonic() + 5
             while (monitor.window_s < 0.25 or len(monitor.samples["gpu_util_pct"]) < 10) \

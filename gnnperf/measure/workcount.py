@@ -27,7 +27,7 @@ figures come from the profiler, which sees the compiled code itself.
 With a fixed seed, thread count and batch these are identical on every run, so
 any change is a structural change of the step. Everything here returns data
 and never prints. The module depends only on the stable variant API (a prepared
-:mod:`gnnperf.case`), so the A/B gate can load it from the working tree and
+:mod:`gnnperf.measure.case`), so the A/B gate can load it from the working tree and
 use it on an older checkout.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 if TYPE_CHECKING:
-    from gnnperf.case import PreparedCase
+    from gnnperf.measure.case import PreparedCase
 
 #: The metrics an exact gate compares (all integers, or None where they do not apply).
 EXACT_FIELDS = ("aten_ops", "flops", "bytes_moved", "gather_bytes", "profiled_ops",
@@ -391,9 +391,9 @@ def measure_work(case: "PreparedCase") -> WorkMetrics:
 def work_metrics(variant: str, data, config=None, device: torch.device | str = "cpu",
                  threads: int | None = 1) -> WorkMetrics:
     """Builds, warms up and measures :obj:`variant` on :obj:`data` (a
-    :class:`~gnnperf.case.Case` with :obj:`threads`; :obj:`config` a
+    :class:`~gnnperf.measure.case.Case` with :obj:`threads`; :obj:`config` a
     ``TrainConfig`` or None)."""
-    from gnnperf.case import Case, prepare
+    from gnnperf.measure.case import Case, prepare
     from gnnperf.variants import TrainConfig
 
     defaults = asdict(TrainConfig())

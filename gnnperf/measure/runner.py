@@ -15,10 +15,10 @@ from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, Unavailable, is_unavailable
 from gnnperf.models import DEFAULT_MODEL
-from gnnperf.monitor import GpuMonitor, MemoryTimeline
-from gnnperf.roofline import StepWork
-from gnnperf.stats import quartiles, relative_iqr
-from gnnperf.timers import synchronize, timed
+from gnnperf.measure.probes import GpuMonitor, MemoryTimeline
+from gnnperf.measure.roofline import StepWork
+from gnnperf.measure.stats import quartiles, relative_iqr
+from gnnperf.measure.timers import synchronize, timed
 from gnnperf.variants import TrainConfig, TrainingRun, Variant, get_variant
 
 def resolve_device(name: str) -> torch.device:
@@ -42,7 +42,7 @@ def measure_cpu_peak(fn: Callable[[], object]) -> int | None:
     from the profiler's memory events (``tracemalloc`` does not see torch's
     allocations; the process RSS would need allocator settings that slow
     the timed steps down)."""
-    from gnnperf.workcount import profile_work
+    from gnnperf.measure.workcount import profile_work
     return profile_work(fn).peak_bytes
 
 
@@ -91,24 +91,24 @@ class VariantResult:
             (``partition``, ``presample``), apart from the epochs.
         memory_timeline (dict): Memory after every warm-up step of the run
             (never probed in a timed steady epoch)
-            (:class:`~gnnperf.monitor.MemoryTimeline`).
+            (:class:`~gnnperf.measure.probes.MemoryTimeline`).
         gpu_monitor (dict): NVML mean and max of GPU utilisation, memory
             used, power and SM clock over the timed epochs, with the sample
             count and the window; :obj:`None` (with the reason in
             :obj:`gpu_monitor_note`) without a GPU or NVML, or with too few
-            samples (:meth:`~gnnperf.monitor.GpuMonitor.figures`).
+            samples (:meth:`~gnnperf.measure.probes.GpuMonitor.figures`).
         chance_acc (float): What guessing the test nodes' most frequent class
             scores (:func:`chance_level`).
         at_chance (bool): The test accuracy is not above chance by two
             binomial standard errors: the variant learned nothing.
         work (dict): The work of the second (warm-up, untimed) epoch, batch
-            making included (:class:`~gnnperf.roofline.StepWork`: roofline
+            making included (:class:`~gnnperf.measure.roofline.StepWork`: roofline
             FLOPs, bytes moved, gather bytes, working set, steps), counted
             eagerly (compiled code runs as its eager equivalent there);
             :obj:`None` with fewer than 3 warm-up epochs
             (:obj:`roofline_note` says so).
         roofline (dict): The steady epoch against this machine's roofs
-            (:func:`~gnnperf.roofline.assess`), set by the caller that has
+            (:func:`~gnnperf.measure.roofline.assess`), set by the caller that has
             the roofs; :obj:`None` until then.
         roofline_note (str): Why :obj:`roofline` is :obj:`None`, if it is.
     """
@@ -453,7 +453,7 @@ def _counted_epoch(run: TrainingRun, counter: _EpochCounter,
                    timeline: MemoryTimeline) -> StepWork:
     """One epoch under the op counter: its work (compiled code counted as
     the eager code it compiles, and compiled again after: eager_counting)."""
-    from gnnperf.workcount import OpCounter, eager_counting
+    from gnnperf.measure.workcount import OpCounter, eager_counting
     steps_before = counter.steps
     with eager_counting(OpCounter()) as ops:
         _run_epoch(run, counter, timeline=timeline)
@@ -462,9 +462,9 @@ def _counted_epoch(run: TrainingRun, counter: _EpochCounter,
 
 def with_roofline(result: VariantResult, roofs) -> VariantResult:
     """Sets :obj:`result.roofline`: its steady epoch (the median) against
-    :obj:`roofs` (:class:`~gnnperf.roofline.Roofs`), per step the same
+    :obj:`roofs` (:class:`~gnnperf.measure.roofline.Roofs`), per step the same
     ratio; left :obj:`None` where no work was counted."""
-    from gnnperf.roofline import assess
+    from gnnperf.measure.roofline import assess
     if result.work and result.work["bytes_moved"] > 0:
         work = StepWork(**result.work)
         # The counted epoch's steps can differ from a steady one's (a sampled
@@ -515,7 +515,7 @@ def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batch
                     roofs=None) -> SamplerThroughput:
     """Times :class:`~gnnperf.sampling.VectorizedNeighborSampler` on random
     seed batches, alone and inside PyG's loader; one warm-up batch each.
-    With :obj:`roofs` (:class:`~gnnperf.roofline.Roofs`) one more loader
+    With :obj:`roofs` (:class:`~gnnperf.measure.roofline.Roofs`) one more loader
     batch, untimed, counts the bytes it moves."""
     from torch_geometric.data import Data as PygData
 
@@ -562,8 +562,8 @@ def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batch
         sampler_batch_ms=Timing.of([s * 1e3 for s in sampler_s]),
         loader_batch_ms=Timing.of([s * 1e3 for s in loader_s]))
     if roofs is not None:
-        from gnnperf.roofline import assess
-        from gnnperf.workcount import count_work
+        from gnnperf.measure.roofline import assess
+        from gnnperf.measure.workcount import count_work
         # The first batch of a fresh pass: a full one (a pass's last can be short).
         work = StepWork.of(count_work(lambda: next(iter(loader))), 1)
         median_s = result.loader_batch_ms.median / 1e3

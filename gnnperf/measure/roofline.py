@@ -1,7 +1,7 @@
 """How far a step is from what the hardware allows: the machine's roofs
 (peak dense FLOP/s, streaming and random-row gather bandwidth), measured once
 per device, thread count and torch version and cached, and a step's
-roofline figures from its counted work (:class:`gnnperf.workcount.OpCounter`:
+roofline figures from its counted work (:class:`gnnperf.measure.workcount.OpCounter`:
 FLOPs, bytes moved, the indexed ops' share, the working set) and its time.
 
 The bound of a step is the time its work needs at the roofs,
@@ -108,7 +108,7 @@ class Roofs:
 def _best_seconds(fn: Callable[[], object], device: torch.device, repeats: int,
                   calls: int = 1) -> float:
     """The best of :obj:`repeats` timings of :obj:`calls` calls, per call."""
-    from gnnperf.timers import timed
+    from gnnperf.measure.timers import timed
 
     def batch() -> None:
         for _ in range(calls):
@@ -198,7 +198,7 @@ def cached_roofs(device: torch.device, refresh: bool = False) -> Roofs:
 
 @dataclass
 class StepWork:
-    """The counted work of one epoch (:class:`~gnnperf.workcount.OpCounter`):
+    """The counted work of one epoch (:class:`~gnnperf.measure.workcount.OpCounter`):
     roofline FLOPs, bytes moved, the indexed ops' share of them, the working
     set, and the steps it covered."""
     flops: int
@@ -209,7 +209,7 @@ class StepWork:
 
     @classmethod
     def of(cls, ops, steps: int) -> "StepWork":
-        """What an :class:`~gnnperf.workcount.OpCounter` counted over :obj:`steps` steps."""
+        """What an :class:`~gnnperf.measure.workcount.OpCounter` counted over :obj:`steps` steps."""
         return cls(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, steps)
 
     def to_dict(self) -> dict:
