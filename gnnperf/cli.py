@@ -321,8 +321,9 @@ class _PairMeasurer:
         self.args, self.pairs, self.data, self.device = args, plan.pairs, data, device
         self.torchrun, self.rank0 = torchrun, rank0
         self.specs = {spec.name: spec for spec in plan.specs}  # parsed once, by plan_run
-        self.local_group = [spec.name for spec in plan.specs
-                            if spec.data_parallel and args.world_size > 1]
+        # A ddp variant named twice is launched once (dict keeps the order).
+        self.local_group = list(dict.fromkeys(spec.name for spec in plan.specs
+                                              if spec.data_parallel and args.world_size > 1))
         self.launched: dict[str, dict] = {}  # model -> its ddp variants' results
 
     def __call__(self, name: str, config, progress):
