@@ -80,10 +80,14 @@ def _suite_variants() -> list[str]:
     may be a variant that commit lacks, n/a in its benchmarks."""
     try:
         import gnnperf
-        from gnnperf.variants import STANDARD_VARIANTS as registry
         from gnnperf.variants import get_variant
     except ImportError:  # an older commit without the registry: every benchmark says n/a
         return list(_FALLBACK_VARIANTS)
+    try:
+        from gnnperf.variants import standard_variants
+        registry = standard_variants()
+    except ImportError:  # commits before the live list had an import-time snapshot
+        from gnnperf.variants import STANDARD_VARIANTS as registry
     chosen = [v.strip() for v in os.environ.get(VARIANTS_ENV, "").split(",") if v.strip()]
     own = Path(gnnperf.__file__).resolve().parents[1] == SUITE_CHECKOUT
     for name in chosen:
@@ -107,20 +111,29 @@ def _registry_variant(name: str):
 
 
 def uses(name: str, technique: str) -> bool:
-    """Whether variant :obj:`name` uses :obj:`technique`, asked of the registry."""
+    """Whether variant :obj:`name` uses :obj:`technique`, asked of this
+    commit's registry (False where it does not know the variant: its
+    benchmarks are n/a there)."""
     spec = _registry_variant(name)
-    if spec is None or not hasattr(spec, "uses"):
-        # Commits before Variant.uses: the name is all there is to go by.
-        return technique in name.split("+")
-    return spec.uses(technique)
+    if spec is None:
+        return False
+    if hasattr(spec, "uses"):
+        return spec.uses(technique)
+    # Commits before Variant.uses: the parsed variant's techniques.
+    return any(t.name == technique for t in spec.techniques)
 
 
 def is_minibatch(name: str) -> bool:
-    """Whether variant :obj:`name` trains on sampled subgraphs."""
+    """Whether variant :obj:`name` trains on sampled subgraphs, asked of
+    this commit's registry."""
     spec = _registry_variant(name)
-    if spec is None or not hasattr(spec, "minibatch"):
-        return uses(name, "sampled")
-    return spec.minibatch
+    if spec is None:
+        return False
+    if hasattr(spec, "minibatch"):
+        return spec.minibatch
+    # Commits before Variant.minibatch: a technique that makes batches
+    # (sampled alone made them before the attribute existed).
+    return any(getattr(t, "makes_batches", t.name == "sampled") for t in spec.techniques)
 
 
 def variants_with(technique: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -506,7 +519,8 @@ _DATA: dict[str, object] = {}
 
 
 def dataset(cache: dict, key: str):
-    """The graph :obj:`key` from a ``setup_cache`` result (kept per process)."""
+    """The graph (a PyG ``Data``) :obj:`key` from a ``setup_cache`` result
+    (kept per process), whichever form this commit's loader saved it in."""
     if key not in _DATA:
         path = cache.get(key) if isinstance(cache, dict) else None
         if path is not None and path.startswith(FAILED):
@@ -514,7 +528,7 @@ def dataset(cache: dict, key: str):
         if path is None or path.startswith(NA):
             raise NotHere(f"dataset {key} unavailable: {path}")
         _DATA.clear()
-        _DATA[key] = torch.load(path, weights_only=False)
+        _DATA[key] = CASES.graph_of(torch.load(path, weights_only=False))
     return _DATA[key]
 
 

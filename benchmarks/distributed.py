@@ -46,17 +46,32 @@ def scaling_cache(self):
         each = common.gnnperf_name("distributed.measure_each_data_parallel")
     except NotImplementedError:  # an older commit: a launch per variant
         each = None
-    variants, figures, one = DataParallel.params[0], {}, {}
-    launch_args = (DATASET, None, common.train_config(epochs=EPOCHS), str(common.device()), 3,
+    names, figures, one = DataParallel.params[0], {}, {}
+    try:  # the launcher takes the loaded graph and the parsed variants...
+        common.gnnperf_name("data.Dataset")
+        where, parse = (common.gnnperf_name("data.load_dataset")(DATASET),), common.variant
+    except NotImplementedError:  # ...or, on commits before the Dataset record, names
+        where, parse = (DATASET, None), str
+    named = {}  # variant as the launcher takes it -> its name here
+    for name in names:
+        try:
+            named[parse(name)] = name
+        except NotImplementedError as exc:  # a variant this commit lacks
+            figures.update({f"{name}|{world}": {"n/a": str(exc)}
+                            for world in DataParallel.params[1]})
+    variants = list(named)
+    launch_args = (*where, common.train_config(epochs=EPOCHS), str(common.device()), 3,
                    common.THREADS, "auto")
     for world in DataParallel.params[1]:
         if _fits(world):
-            figures.update({f"{variant}|{world}": {"n/a": _fits(world)} for variant in variants})
+            figures.update({f"{name}|{world}": {"n/a": _fits(world)} for name in named.values()})
+            continue
+        if not variants:
             continue
         reference = dict(one) if world > 1 else None
         if each is not None:
             found = common.measured_or_reason(lambda: {"results": each(
-                list(variants), world, *launch_args, one_rank_epoch_s=reference)})
+                variants, world, *launch_args, one_rank_epoch_s=reference)})
             outcomes = ({variant: _outcome(value) for variant, value in found["results"].items()}
                         if "results" in found else {variant: found for variant in variants})
         else:
@@ -64,7 +79,7 @@ def scaling_cache(self):
                 variant, world, *launch_args, one_rank_epoch_s=one.get(variant))})
                 for variant in variants}
         for variant, outcome in outcomes.items():
-            key = f"{variant}|{world}"
+            key = f"{named[variant]}|{world}"
             if "result" not in outcome:  # a rank failed (error) or cannot here (n/a)
                 figures[key] = outcome
                 continue

@@ -22,8 +22,10 @@ STEPS = 5 if PROFILE.name == "quick" else 15
 COMPARED = [v for v in VARIANTS if v != "baseline"] or ["sparse"]
 
 
-def compare(data, variant: str, hidden: int, references: list[str]) -> dict[str, dict]:
-    """Ratios of :obj:`variant` to each of :obj:`references`, all built once
+def compare(data, label: str, variant: str, hidden: int, references: list[str]
+            ) -> dict[str, dict]:
+    """Ratios of :obj:`variant` to each of :obj:`references` on graph
+    :obj:`data` (named :obj:`label` in errors), all built once
     and stepped in turn (A B C, A B C, ...): step times, step peaks (after a
     warm-up step each) and test error after the steps, keyed by reference."""
     step_peak_bytes = common.gnnperf_name("measure.runner.step_peak_bytes",
@@ -32,7 +34,6 @@ def compare(data, variant: str, hidden: int, references: list[str]) -> dict[str,
     names = [variant, *references]
     for name in names:
         common.variant(name)  # n/a where this commit lacks it
-    label = str(getattr(data, "name", "graph"))
     runs = [common.CASES.build(common.case(label, name, hidden=hidden), data) for name in names]
     batches = [list(run.batches()) for run in runs]
     for run, own in zip(runs, batches):
@@ -114,13 +115,14 @@ def comparisons_cache(self):
                     continue
                 # n/a only where declared (e.g. sparse+amp on CPU).
                 outcome = common.measured_or_reason(
-                    lambda: compare(common.dataset(graphs, dataset), variant, hidden, list(keys)))
+                    lambda: compare(common.dataset(graphs, dataset), dataset, variant, hidden,
+                                    list(keys)))
                 if ("n/a" in outcome or "error" in outcome) and len(keys) > 1:
                     # Which run failed is not known: each comparison alone, so
                     # a broken tutorial step fails only the tutorial's ratio.
                     for reference, key in keys.items():
                         figures[key] = common.measured_or_reason(lambda: compare(
-                            common.dataset(graphs, dataset), variant, hidden,
+                            common.dataset(graphs, dataset), dataset, variant, hidden,
                             [reference])[reference])
                 else:
                     for reference, key in keys.items():

@@ -155,8 +155,8 @@ class RunPlan:
     cannot (label -> the registry's reason), and the reference variant."""
     config: "TrainConfig"
     models: list[str]
-    specs: list
-    pairs: list[tuple[str, str]]
+    specs: list["Variant"]
+    pairs: list[tuple[str, "Variant"]]
     cannot: dict[str, str]
     reference: str
 
@@ -199,8 +199,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
         raise GnnperfError("no variants given; e.g. --variants baseline,sampled")
     # A pair that cannot train is an n/a row; a named variant that runs
     # with none of the models is an error (model_pairs).
-    runs, cannot = model_pairs(specs, models, named=explicit)
-    pairs = [(model, spec.name) for model, spec in runs]
+    pairs, cannot = model_pairs(specs, models, named=explicit)
     cannot = {result_label(name, model): why for (name, model), why in cannot.items()}
     check_dataset_name(args.dataset)
     try:
@@ -237,14 +236,14 @@ def run_command(args: argparse.Namespace) -> int:
     device, backend, torchrun, rank0 = _join_world(args)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
-    data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
-    measure = _PairMeasurer(args, plan, data, device, torchrun, rank0)
-    print(f"dataset {data.name}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
-          f"{data.num_features} features; model {', '.join(plan.models)}; device {device}; "
+    dataset = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
+    measure = _PairMeasurer(args, plan, dataset, device, torchrun, rank0)
+    print(f"dataset {dataset.name}: {dataset.num_nodes} nodes, {dataset.num_edges} edges, "
+          f"{dataset.num_features} features; model {', '.join(plan.models)}; device {device}; "
           f"{args.epochs} epochs "
           f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
           file=sys.stderr)
-    env, roofs, run_config = _run_metadata(args, plan, data, device, tuned, backend, torchrun)
+    env, roofs, run_config = _run_metadata(args, plan, dataset, device, tuned, backend, torchrun)
     results, failures, unavailable = [], {}, dict(plan.cannot)
 
     def save(complete: bool) -> None:
@@ -258,11 +257,11 @@ def run_command(args: argparse.Namespace) -> int:
     save(complete=False)
     progress = tqdm(total=len(plan.pairs) * args.epochs, unit="epoch", disable=args.no_progress,
                     file=sys.stderr)
-    for model, name in plan.pairs:
-        label = result_label(name, model)
+    for model, variant in plan.pairs:
+        label = result_label(variant.name, model)
         progress.set_description(label)
         try:
-            result = measure(name, replace(plan.config, model=model), progress)
+            result = measure(variant, replace(plan.config, model=model), progress)
             results.append(with_roofline(result, roofs))
         except GnnperfError as exc:
             if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
@@ -277,7 +276,7 @@ def run_command(args: argparse.Namespace) -> int:
     print(report.format_table(results, failures, reference=plan.reference,
                               unavailable=unavailable))
     save(complete=True)
-    title = f"{data.name} on {env['device_name']}"
+    title = f"{dataset.name} on {env['device_name']}"
     if args.plot and results:
         report.plot(results, args.plot, title=title, roofs=roofs)
     if args.timeline and results:
@@ -316,60 +315,55 @@ class _PairMeasurer:
     (:func:`gnnperf.distributed.measure_each_data_parallel`), so one failing
     variant leaves the others' results."""
 
-    def __init__(self, args: argparse.Namespace, plan: RunPlan, data, device, torchrun: bool,
-                 rank0: bool) -> None:
-        self.args, self.pairs, self.data, self.device = args, plan.pairs, data, device
+    def __init__(self, args: argparse.Namespace, plan: RunPlan, dataset, device,
+                 torchrun: bool, rank0: bool) -> None:
+        self.args, self.pairs, self.dataset, self.device = args, plan.pairs, dataset, device
         self.torchrun, self.rank0 = torchrun, rank0
-        self.specs = {spec.name: spec for spec in plan.specs}  # parsed once, by plan_run
-        # A ddp variant named twice is launched once (dict keeps the order).
-        self.local_group = list(dict.fromkeys(spec.name for spec in plan.specs
-                                              if spec.data_parallel and args.world_size > 1))
         self.launched: dict[str, dict] = {}  # model -> its ddp variants' results
 
-    def __call__(self, name: str, config, progress):
+    def __call__(self, variant, config, progress):
         from gnnperf import distributed
         from gnnperf.measure.runner import measure_variant
         args = self.args
-        data_parallel = self.specs[name].data_parallel
-        if data_parallel and args.world_size > 1:  # local ranks
+        if variant.data_parallel and args.world_size > 1:  # local ranks
             model = config.model
             if model not in self.launched:  # the model's first ddp variant: all of them
-                # Local ranks share this machine's threads.
-                rank_threads = max(1, args.threads // args.world_size)
+                # Local ranks share this machine's threads; a ddp variant
+                # named twice is launched once (dict keeps the order).
+                group = list(dict.fromkeys(v for m, v in self.pairs
+                                           if m == model and v.data_parallel))
                 self.launched[model] = distributed.measure_each_data_parallel(
-                    [v for v in self.local_group if (model, v) in self.pairs],
-                    args.world_size, args.dataset, args.root, config, str(self.device),
-                    args.warmup, rank_threads, args.backend)
-            result = self.launched[model][name]
+                    group, args.world_size, self.dataset, config, str(self.device),
+                    args.warmup, max(1, args.threads // args.world_size), args.backend)
+            result = self.launched[model][variant]
             progress.update(args.epochs)
             if isinstance(result, GnnperfError):
                 raise result
             return result
-        result = measure_variant(name, self.data, config, self.device, args.warmup,
+        result = measure_variant(variant, self.dataset, config, self.device, args.warmup,
                                  on_epoch=lambda: progress.update(1))
-        if data_parallel and self.torchrun:
+        if variant.data_parallel and self.torchrun:
             ranks = distributed.gather_to_rank0(result)
             return distributed.combine_ranks(ranks) if self.rank0 else result
         return result
 
 
-def _run_metadata(args: argparse.Namespace, plan, data, device, tuned: bool, backend: str,
+def _run_metadata(args: argparse.Namespace, plan, dataset, device, tuned: bool, backend: str,
                   torchrun: bool) -> tuple[dict, object, dict]:
     """The environment (with the dataset's identity and the device's
     roofs), the roofs, and the run's configuration as the JSON records them."""
-    from gnnperf.data import dataset_identity
     from gnnperf.fingerprint import environment
     from gnnperf.measure.roofline import cached_roofs
 
     env = environment(args.seed, device, tuned)
-    env["dataset"] = dataset_identity(data)
+    env["dataset"] = dataset.identity()
     # Measured once per device, thread count and torch (about 2 s here), then cached.
     roofs = cached_roofs(device)
     env["roofs"] = roofs.to_dict()
     world = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
     # The models are listed apart ("models"); each result names its own.
     run_config = {**{k: v for k, v in asdict(plan.config).items() if k != "model"},
-                  "dataset": data.name, "warmup_epochs": args.warmup,
+                  "dataset": dataset.name, "warmup_epochs": args.warmup,
                   "variants": plan.variants, "models": plan.models, "world_size": world,
                   "backend": backend, "launch": "torchrun" if torchrun else "local"}
     return env, roofs, run_config
@@ -379,7 +373,7 @@ def sampler_command(args: argparse.Namespace) -> int:
     import json
 
     from gnnperf import report
-    from gnnperf.data import dataset_identity, load_dataset
+    from gnnperf.data import load_dataset
     from gnnperf.fingerprint import environment, tune_allocator
     from gnnperf.measure.runner import measure_sampler, resolve_device, set_threads
     from gnnperf.measure.roofline import cached_roofs
@@ -390,14 +384,14 @@ def sampler_command(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
-    data = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
+    dataset = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
     roofs = cached_roofs(device)
-    result = measure_sampler(data, list(args.fanout), args.batch_size, args.batches, device,
+    result = measure_sampler(dataset, list(args.fanout), args.batch_size, args.batches, device,
                              args.seed, roofs)
-    print(report.format_sampler(result, data))
+    print(report.format_sampler(result, dataset))
     if args.json:
         payload = {"environment": {**environment(args.seed, device, tuned),
-                                   "dataset": dataset_identity(data),
+                                   "dataset": dataset.identity(),
                                    "roofs": roofs.to_dict()},
                    "result": result.to_dict()}
         write_atomic(args.json, json.dumps(payload, indent=2).encode())
@@ -463,7 +457,18 @@ COMMANDS = {"run": run_command, "sampler": sampler_command, "roofs": roofs_comma
             "doctor": doctor_command}
 
 
+def _quiet_torch_logs() -> None:
+    """The command's process, before torch is imported (c10 reads its log
+    level once, at load): without it, every profiled step (the CPU memory
+    peak) prints c10's "memory block of unknown size was allocated before
+    the profiling started". A user's own setting wins; called in-process
+    after torch is loaded, it changes nothing that torch reads."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_torch_logs()
     args = build_parser().parse_args(argv)
     try:
         return {**COMMANDS, **_gate_commands()}[args.command](args)

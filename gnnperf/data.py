@@ -3,10 +3,10 @@ a writable cache, deterministic synthetic graphs of any size with a learnable
 class signal, and the user's own graphs (a saved PyG ``Data`` file, any
 ``torch_geometric.datasets`` class, OGB node-property datasets).
 
-Every loader returns a lean :class:`~torch_geometric.data.Data` with ``x``,
-``edge_index``, integer ``y`` and boolean train/val/test masks, plus the
-attributes ``name``, ``source`` and ``split`` that :func:`dataset_identity`
-records.
+Every loader returns a :class:`Dataset`: the graph, a lean
+:class:`~torch_geometric.data.Data` with ``x``, ``edge_index``, integer ``y``
+and boolean train/val/test masks, with its name, source and split beside it
+(never loose attributes on the graph) and the identity hash the JSON records.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -39,6 +39,62 @@ PYG_PREFIX = "pyg:"
 OGB_PREFIX = "ogbn-"
 # A split made for graphs without masks: PyG's RandomNodeSplit, seeded.
 RANDOM_SPLIT = {"split": "train_rest", "num_val": 0.2, "num_test": 0.2}
+
+
+@dataclass(eq=False)
+class Dataset:
+    r"""A loaded node-classification graph and what identifies it: what
+    ``gnnperf run``, ``measure``, the doctor and data-parallel ranks pass
+    around once the name is loaded (a name is a string only at the CLI,
+    JSON and process boundaries).
+
+    Args:
+        graph (Data): ``x``, ``edge_index``, integer ``y`` and boolean
+            ``train_mask``, ``val_mask``, ``test_mask`` (checked by
+            :func:`node_classification`).
+        name (str): Its name in tables and the JSON.
+        source (str): Where it came from (a file, the bundled copy, a
+            generator's settings).
+        split (str): How the train/val/test masks were made.
+    """
+    graph: Data
+    name: str = "custom"
+    source: str = "in memory"
+    split: str = "provided"
+    _identity: dict | None = field(default=None, init=False, repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.graph.num_nodes)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.graph.edge_index.size(1))
+
+    @property
+    def num_features(self) -> int:
+        return int(self.graph.x.size(1))
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.graph.y.max()) + 1
+
+    def identity(self) -> dict:
+        """Name, source, split, sizes and a SHA-256 of the tensors' bytes, so
+        two results on "the same" graph can be checked to be on the same
+        bytes (hashed once: synthetic-1m's tensors take about 0.1 s)."""
+        if self._identity is None:
+            keys = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")
+            self._identity = {
+                "name": self.name, "source": self.source, "split": self.split,
+                "num_nodes": self.num_nodes, "num_edges": self.num_edges,
+                "num_features": self.num_features, "num_classes": self.num_classes,
+                "sha256": tensor_digest({key: self.graph[key] for key in keys}),
+            }
+        return dict(self._identity)
+
+    def __getstate__(self) -> dict:  # a rank computes its own hash if it needs one
+        return {**self.__dict__, "_identity": None}
 
 
 @dataclass(frozen=True)
@@ -230,7 +286,7 @@ def library_root() -> Path:
     return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else cache_dir() / "datasets"
 
 
-def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Data:
+def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Dataset:
     """Loads Cora or CiteSeer from raw Planetoid files, never downloading.
 
     The raw files under ``root/<Name>/raw`` (the bundled copy by default;
@@ -291,7 +347,7 @@ def _pyg_safe_globals() -> contextlib.AbstractContextManager:
     return torch.serialization.safe_globals([DataEdgeAttr, DataTensorAttr, GlobalStorage])
 
 
-def load_graph_file(path: str | os.PathLike, seed: int = 0) -> Data:
+def load_graph_file(path: str | os.PathLike, seed: int = 0) -> Dataset:
     """A node-classification graph saved with ``torch.save``: a PyG
     :class:`~torch_geometric.data.Data` (or a dict of its tensors) with
     ``x``, ``edge_index`` and integer ``y``; masks optional."""
@@ -332,7 +388,7 @@ def _parse_pyg(name: str) -> tuple[str, str | None, dict]:
 
 
 def load_pyg(name: str, root: str | os.PathLike | None = None, download: bool = False,
-             seed: int = 0) -> Data:
+             seed: int = 0) -> Dataset:
     """Any node-classification class of :mod:`torch_geometric.datasets`, as
     ``pyg:Class[/name][,key=value...]``, read from ``<root>/<Class>``.
 
@@ -384,7 +440,7 @@ def _offline(cls: type, name: str, top: Path) -> type:
 
 
 def load_ogb(name: str, root: str | os.PathLike | None = None, download: bool = False,
-             seed: int = 0) -> Data:
+             seed: int = 0) -> Dataset:
     """An OGB node-property dataset (``ogbn-arxiv``, ``ogbn-products``, ...)
     through the ``ogb`` package, with OGB's official split. Directed graphs
     (arxiv) are symmetrised as OGB's GCN examples do."""
@@ -418,15 +474,14 @@ def load_ogb(name: str, root: str | os.PathLike | None = None, download: bool = 
         mask = torch.zeros(data.num_nodes, dtype=torch.bool)
         mask[index] = True
         data[f"{key}_mask"] = mask
-    data = node_classification(data, name, f"ogb {name} at {folder}", seed,
-                               undirected="symmetrise")
-    data.split = f"ogb official ({dataset.meta_info['split']})"
-    return data
+    loaded = node_classification(data, name, f"ogb {name} at {folder}", seed,
+                                 undirected="symmetrise")
+    return replace(loaded, split=f"ogb official ({dataset.meta_info['split']})")
 
 
 def node_classification(data: Data, name: str, source: str, seed: int,
-                        undirected: str = "keep") -> Data:
-    r"""Checks and normalises a node-classification graph.
+                        undirected: str = "keep") -> Dataset:
+    r"""Checks and normalises a node-classification graph into a :class:`Dataset`.
 
     Args:
         data (Data): The graph: ``x``, ``edge_index``, ``y``, masks optional.
@@ -505,8 +560,7 @@ def node_classification(data: Data, name: str, source: str, seed: int,
             out[f"{key}_mask"] = mask
     if not bool(out.train_mask.any()):
         raise GnnperfError(f"{what}: train_mask selects no node")
-    out.name, out.source, out.split = name, source, split
-    return out
+    return Dataset(out, name, source, split)
 
 
 def tensor_digest(named: dict[str, torch.Tensor]) -> str:
@@ -517,22 +571,6 @@ def tensor_digest(named: dict[str, torch.Tensor]) -> str:
         digest.update(f"{key}:{tensor.dtype}:{list(tensor.shape)};".encode())
         digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
     return digest.hexdigest()
-
-
-def dataset_identity(data: Data) -> dict:
-    """Name, source, split, sizes and a SHA-256 of the tensors' bytes, so two
-    results on "the same" graph can be checked to be on the same bytes."""
-    keys = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")
-    return {
-        "name": str(data.get("name", "custom")),
-        "source": str(data.get("source", "in memory")),
-        "split": str(data.get("split", "provided")),
-        "num_nodes": int(data.num_nodes),
-        "num_edges": int(data.edge_index.size(1)),
-        "num_features": int(data.x.size(1)),
-        "num_classes": int(data.y.max()) + 1,
-        "sha256": tensor_digest({key: data[key] for key in keys}),
-    }
 
 
 _OPTION = re.compile(r"^[A-Za-z_]\w*=[^/]*$")  # "degree=4" in "synthetic:nodes=9,degree=4"
@@ -584,7 +622,7 @@ def check_dataset_name(name: str) -> str:
 
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0,
-                 download: bool = False) -> Data:
+                 download: bool = False) -> Dataset:
     r"""Loads a dataset by name.
 
     Args:
@@ -611,6 +649,5 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0
     if kind == "file":
         return load_graph_file(name, seed)
     spec = parse_synthetic(key)
-    data = synthetic_graph(spec, seed)
-    data.name, data.source, data.split = key, f"synthetic {spec}", f"planetoid-style, seed {seed}"
-    return data
+    return Dataset(synthetic_graph(spec, seed), key, f"synthetic {spec}",
+                   f"planetoid-style, seed {seed}")

@@ -135,19 +135,18 @@ def _failure_line(failure) -> str:
     return f"exit code {failure.exitcode}"
 
 
-def _measure_rank(variants: tuple[str, ...], dataset: str, root: str | None, config,
-                  device_name: str, warmup: int, threads: int, backend: str) -> dict:
-    """One launched rank: join the group, load the graph once, measure each
-    variant in turn (variant -> result)."""
-    from gnnperf.data import load_dataset
+def _measure_rank(variants: tuple, dataset, config, device_name: str, warmup: int,
+                  threads: int, backend: str) -> dict:
+    """One launched rank: join the group and measure each variant on the
+    graph the launcher loaded (passed in, never loaded again by name),
+    in turn (variant -> result)."""
     from gnnperf.measure.runner import measure_variant, resolve_device, set_threads
 
     device = rank_device(resolve_device(device_name))
     init_from_env(resolve_backend(backend, device), device)
     try:
         set_threads(threads)
-        data = load_dataset(dataset, root, seed=config.seed)
-        return {variant: measure_variant(variant, data, config, device, warmup)
+        return {variant: measure_variant(variant, dataset, config, device, warmup)
                 for variant in variants}
     finally:
         dist.destroy_process_group()
@@ -187,18 +186,20 @@ def combine_ranks(results: list, reference_epoch_s: float | None = None):
                                extra=extra)
 
 
-def measure_data_parallel_many(variants: list[str], world_size: int, dataset: str,
-                               root: str | None, config, device_name: str, warmup: int,
-                               threads: int, backend: str = "auto",
-                               one_rank_epoch_s: dict[str, float] | None = None) -> dict:
-    """Measures each of :obj:`variants` on the same :obj:`world_size` local
-    ranks, one after the other (a rank's start, torch's import and the
-    group's set-up, is paid once: about 5 s per launch on 2 CPU cores, more
-    with CUDA's), and those :obj:`one_rank_epoch_s` has no figure for on one
+def measure_data_parallel_many(variants: list, world_size: int, dataset, config,
+                               device_name: str, warmup: int, threads: int,
+                               backend: str = "auto", one_rank_epoch_s: dict | None = None
+                               ) -> dict:
+    """Measures each of :obj:`variants` (:class:`~gnnperf.variants.Variant`)
+    on :obj:`dataset` (a loaded :class:`~gnnperf.data.Dataset`, handed to
+    every rank) on the same :obj:`world_size` local ranks, one after the
+    other (a rank's start, torch's import and the group's set-up, is paid
+    once: about 5 s per launch on 2 CPU cores, more with CUDA's), and those
+    :obj:`one_rank_epoch_s` (variant -> seconds) has no figure for on one
     rank, launched alike, for the scaling efficiency; variant -> result. A
     rank that fails fails them all (:func:`launch`):
     :func:`measure_each_data_parallel` keeps the others' results."""
-    args = (dataset, root, config, device_name, warmup, threads, backend)
+    args = (dataset, config, device_name, warmup, threads, backend)
     ranks = launch(world_size, _measure_rank, tuple(variants), *args)
     per_variant = {variant: [ranks[rank][variant] for rank in sorted(ranks)]
                    for variant in variants}
@@ -214,7 +215,7 @@ def measure_data_parallel_many(variants: list[str], world_size: int, dataset: st
             for variant, results in per_variant.items()}
 
 
-def measure_each_data_parallel(variants: list[str], *args, **kwargs) -> dict:
+def measure_each_data_parallel(variants: list, *args, **kwargs) -> dict:
     """:func:`measure_data_parallel_many`, and where that shared launch
     fails, each variant in a launch of its own: variant -> its result or the
     :class:`GnnperfError` it alone failed with (the others keep theirs)."""
@@ -234,12 +235,12 @@ def measure_each_data_parallel(variants: list[str], *args, **kwargs) -> dict:
     return found
 
 
-def measure_data_parallel(variant: str, world_size: int, dataset: str, root: str | None,
-                          config, device_name: str, warmup: int, threads: int,
-                          backend: str = "auto", one_rank_epoch_s: float | None = None):
+def measure_data_parallel(variant, world_size: int, dataset, config, device_name: str,
+                          warmup: int, threads: int, backend: str = "auto",
+                          one_rank_epoch_s: float | None = None):
     """:func:`measure_data_parallel_many` of one variant."""
     return measure_data_parallel_many(
-        [variant], world_size, dataset, root, config, device_name, warmup, threads, backend,
+        [variant], world_size, dataset, config, device_name, warmup, threads, backend,
         None if one_rank_epoch_s is None else {variant: one_rank_epoch_s})[variant]
 
 

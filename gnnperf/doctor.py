@@ -141,11 +141,12 @@ class Doctor:
         self.trained = {}
         runs, _ = model_pairs([get_variant(name) for name in standard_variants()],
                               list(self.models))
-        for model, name in ((model, spec.name) for model, spec in runs):
-            label = result_label(name, model)
+        for model, variant in runs:
+            label = result_label(variant.name, model)
             start = time.perf_counter()
             try:
-                result = measure_variant(name, self.cora, TrainConfig(epochs=EPOCHS, model=model),
+                result = measure_variant(variant, self.cora,
+                                         TrainConfig(epochs=EPOCHS, model=model),
                                          self.device, warmup_epochs=WARMUP_EPOCHS)
             except GnnperfError as exc:  # a non-finite loss names its step here
                 checks.append(Check(f"train {label}", SKIP if is_unavailable(exc) else FAIL,
@@ -199,11 +200,12 @@ class Doctor:
             expected = amp_dtype_for(torch.cuda.get_device_capability(self.device)
                                      if self.cuda else None)
         chosen = amp_dtype(self.device)
-        run = get_variant("amp").build(self.cora, TrainConfig(), self.device)
+        amp_variant = get_variant("amp")
+        run = amp_variant.build(self.cora.graph, TrainConfig(), self.device)
         scaler_ok = (run.scaler is not None) == (chosen == torch.float16)
         config = TrainConfig(epochs=AMP_EPOCHS)
-        amp = measure_variant("amp", self.cora, config, self.device, 2).losses
-        fp32 = measure_variant("baseline", self.cora, config, self.device, 2).losses
+        amp = measure_variant(amp_variant, self.cora, config, self.device, 2).losses
+        fp32 = measure_variant(get_variant("baseline"), self.cora, config, self.device, 2).losses
         worst = max(abs(a - b) / abs(b) for a, b in zip(amp, fp32))
         ok = chosen == expected and scaler_ok and worst <= AMP_LOSS_TOLERANCE
         return Check("amp dtype and loss curve", PASS if ok else FAIL,
@@ -218,13 +220,13 @@ class Doctor:
         sampled edge exists, each target has min(degree, fanout) distinct
         in-edges."""
         from gnnperf.sampling import VectorizedNeighborSampler
-        data = self.cora.to(self.device)
+        data = self.cora.graph.to(self.device)
         fanout = [5, 3]
         sampler = VectorizedNeighborSampler(data, fanout, seed=0)
         seeds = torch.randperm(data.num_nodes, generator=torch.Generator().manual_seed(0))[:256]
         node, row, col, edge, _, num_edges = sampler.sample(seeds.to(self.device))
         node, row, col, edge = (t.cpu() for t in (node, row, col, edge))
-        ei = self.cora.edge_index
+        ei = self.cora.graph.edge_index
         exists = bool((ei[0, edge] == node[row]).all() and (ei[1, edge] == node[col]).all())
         unique = edge.unique().numel() == edge.numel()
         degree = torch.bincount(ei[1], minlength=self.cora.num_nodes)
@@ -247,7 +249,7 @@ class Doctor:
         import warnings
 
         from gnnperf.sampling import VectorizedNeighborSampler
-        data = self.cora.to(self.device)
+        data = self.cora.graph.to(self.device)
         sampler = VectorizedNeighborSampler(data, [10, 5][:PADDED_SAMPLER_HOPS], seed=0,
                                             padded=True)
         seeds = torch.arange(512, device=self.device)
@@ -273,7 +275,7 @@ class Doctor:
         if not runs or None in runs:
             return Check("compile: no graph breaks, one graph", FAIL,
                          reason="the compiled variant did not train")
-        run = get_variant("sampled+compiled").build(self.cora, TrainConfig(batch_size=32),
+        run = get_variant("sampled+compiled").build(self.cora.graph, TrainConfig(batch_size=32),
                                                      self.device)
         shapes = set()
         for _ in range(2):
@@ -295,10 +297,10 @@ class Doctor:
         device's own AMP dtype) trains: the loss falls and stays finite."""
         from gnnperf.errors import GnnperfError
         from gnnperf.measure.runner import measure_variant
-        from gnnperf.variants import TrainConfig
+        from gnnperf.variants import TrainConfig, get_variant
         name = "amp fp16 with GradScaler trains"
         try:
-            result = measure_variant("amp", self.cora, TrainConfig(epochs=EPOCHS,
+            result = measure_variant(get_variant("amp"), self.cora, TrainConfig(epochs=EPOCHS,
                                                                    amp_dtype="fp16"),
                                      self.device, warmup_epochs=WARMUP_EPOCHS)
         except GnnperfError as exc:
@@ -317,9 +319,9 @@ class Doctor:
         if skip:
             return skip
         from gnnperf.measure.runner import measure_variant
-        from gnnperf.variants import TECHNIQUES, TrainConfig
+        from gnnperf.variants import TECHNIQUES, TrainConfig, get_variant
         # Offload's own form in the comparison (the registry's answer, not a name made here).
-        result = measure_variant(TECHNIQUES["offload"].standard_variant(), self.cora,
+        result = measure_variant(get_variant(TECHNIQUES["offload"].standard_variant()), self.cora,
                                  TrainConfig(epochs=EPOCHS), self.device,
                                  warmup_epochs=WARMUP_EPOCHS)
         mib, copy_ms = (result.extra.get(key) for key in ("transfer_mib_per_step",
@@ -373,8 +375,8 @@ class Doctor:
             return Check(name, SKIP, reason=f"needs 2 GPUs; this machine has "
                                             f"{torch.cuda.device_count()}")
         from gnnperf.distributed import measure_data_parallel
-        from gnnperf.variants import TrainConfig
-        result = measure_data_parallel("ddp", 2, "cora", None, TrainConfig(epochs=EPOCHS),
+        from gnnperf.variants import TrainConfig, get_variant
+        result = measure_data_parallel(get_variant("ddp"), 2, self.cora, TrainConfig(epochs=EPOCHS),
                                        str(self.device.type), 2, 1, backend="nccl",
                                        one_rank_epoch_s=0.0)
         share = result.extra.get("allreduce_share")

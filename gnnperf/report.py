@@ -133,13 +133,13 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
     return text
 
 
-def format_sampler(result: SamplerThroughput, data) -> str:
+def format_sampler(result: SamplerThroughput, dataset) -> str:
     """Sampler throughput as a small table."""
     rows = [["sampler alone", f"{result.sampler_edges_per_s / 1e6:.2f}",
              f"{result.sampler_batch_ms.median:.2f} ±{result.sampler_batch_ms.spread * 100:.0f}%"],
             ["loader (+ features, labels)", f"{result.loader_edges_per_s / 1e6:.2f}",
              f"{result.loader_batch_ms.median:.2f} ±{result.loader_batch_ms.spread * 100:.0f}%"]]
-    title = (f"{result.dataset}: {data.num_nodes} nodes, {data.edge_index.size(1)} edges; "
+    title = (f"{result.dataset}: {dataset.num_nodes} nodes, {dataset.num_edges} edges; "
              f"fanout {result.fanout}, batch {result.batch_size}, {result.batches} batches, "
              f"{result.edges_per_batch:.0f} sampled edges per batch, {result.device}")
     text = title + "\n" + tabulate(rows, headers=["", "M edges/s", "ms per batch (median ±IQR)"],

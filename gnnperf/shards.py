@@ -78,6 +78,61 @@ def current_shard() -> Shard:
     return Shard(dist.get_rank(), dist.get_world_size(), dist.get_backend())
 
 
+class ShardPolicy:
+    r"""How one epoch's work is split across data-parallel ranks: the one
+    policy every batch maker of a run asks (:attr:`TrainingRun.shards
+    <gnnperf.variants.base.TrainingRun.shards>`), so the full graph,
+    neighbor-sampled seeds, GraphSAINT walks and Cluster-GCN batches are
+    shared out by the same rules: every rank a disjoint share, every rank as
+    many steps (DDP all-reduces in each). With no :obj:`shard` (a variant
+    without ddp) nothing is split.
+
+    Args:
+        shard (Shard, optional): This rank's place in the group.
+    """
+
+    def __init__(self, shard: Shard | None = None) -> None:
+        self.shard = shard
+
+    def train_nodes(self, nodes: torch.Tensor) -> torch.Tensor:
+        """Full batch: a disjoint share of :obj:`nodes`, equal to one node."""
+        if self.shard is None:
+            return nodes
+        return nodes.tensor_split(self.shard.world_size)[self.shard.rank]
+
+    def seed_batches(self, num_seeds: int, batch_size: int, seed: int
+                     ) -> "ShardedBatches | None":
+        """Neighbor sampling: this rank's batches of each epoch's shuffled
+        seeds (:class:`ShardedBatches`), or None (the loader shuffles them all)."""
+        if self.shard is None:
+            return None
+        return ShardedBatches(num_seeds, batch_size, self.shard, seed)
+
+    def rank_seed(self, seed: int) -> int:
+        """A seed of this rank's own random draws (GraphSAINT's walks)."""
+        return seed + (self.shard.rank if self.shard is not None else 0)
+
+    def steps(self, steps: int, device: torch.device) -> int:
+        """Of an epoch of :obj:`steps` independent draws, this rank's count:
+        the work split across the ranks, and the largest count of any rank,
+        so all take as many."""
+        if self.shard is None or self.shard.world_size == 1:
+            return steps
+        return max_over_ranks(math.ceil(steps / self.shard.world_size), self.shard, device)
+
+    def share(self, items: list, too_few: str) -> list:
+        """Of one epoch's batches, the same on every rank (same parts, same
+        seed), a disjoint, equally long share; a one-line error ending in
+        :obj:`too_few` (the fix) when there are fewer than ranks."""
+        if self.shard is None:
+            return items
+        world = self.shard.world_size
+        usable = len(items) // world * world
+        if usable == 0:
+            raise GnnperfError(f"{len(items)} batches for {world} ranks: {too_few}")
+        return items[self.shard.rank:usable:world]
+
+
 class ShardedBatches:
     r"""A batch sampler giving each rank a disjoint share of the seed nodes:
     per epoch a seeded permutation (the same on every rank) split into

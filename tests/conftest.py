@@ -66,9 +66,17 @@ def planetoid_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def cora():
+def cora_dataset():
+    """Bundled Cora as :func:`gnnperf.data.load_dataset` gives it: the
+    :class:`~gnnperf.data.Dataset` record that ``measure_variant`` takes."""
     from gnnperf.data import load_dataset
     return load_dataset("cora")
+
+
+@pytest.fixture(scope="session")
+def cora(cora_dataset):
+    """Cora's graph (a PyG ``Data``), what techniques and samplers take."""
+    return cora_dataset.graph
 
 
 def _run_folder(tmp_path_factory) -> Path:
@@ -79,7 +87,7 @@ def _run_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory, cora):
+def trained(tmp_path_factory, cora_dataset):
     """``trained(variant)``: :func:`gnnperf.measure.runner.measure_variant` of a
     standard variant on Cora for :data:`TRAINED_EPOCHS` epochs (seed 0,
     :data:`TRAINED_WARMUP` warm-up epochs), trained once per test run. The
@@ -88,7 +96,7 @@ def trained(tmp_path_factory, cora):
     from filelock import FileLock
 
     from gnnperf.measure.runner import measure_variant
-    from gnnperf.variants import TrainConfig
+    from gnnperf.variants import TrainConfig, get_variant
 
     folder = _run_folder(tmp_path_factory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,7 +109,8 @@ def trained(tmp_path_factory, cora):
                 if path.exists():
                     local[name] = pickle.loads(path.read_bytes())
                 else:
-                    local[name] = measure_variant(name, cora, TrainConfig(epochs=TRAINED_EPOCHS),
+                    local[name] = measure_variant(get_variant(name), cora_dataset,
+                                                  TrainConfig(epochs=TRAINED_EPOCHS),
                                                   torch.device("cpu"), TRAINED_WARMUP)
                     path.write_bytes(pickle.dumps(local[name]))
         return copy.deepcopy(local[name])
@@ -125,17 +134,17 @@ def reuse_trained(trained, monkeypatch):
     standard = set(standard_variants())
     expected = TrainConfig(epochs=TRAINED_EPOCHS)
 
-    def measure_variant(variant, data, config=None, device="cpu", warmup_epochs=3,
+    def measure_variant(variant, dataset, config=None, device="cpu", warmup_epochs=3,
                         on_epoch=None):
-        if (variant in standard and config == expected and warmup_epochs == TRAINED_WARMUP
-                and str(device) == "cpu" and getattr(data, "name", None) == "cora"
-                and getattr(data, "source", "").startswith("planetoid (bundled)")):
+        if (variant.name in standard and config == expected and warmup_epochs == TRAINED_WARMUP
+                and str(device) == "cpu" and dataset.name == "cora"
+                and dataset.source.startswith("planetoid (bundled)")):
             for _ in range(config.epochs):
                 if on_epoch is not None:
                     on_epoch()
-            measure_variant.hits.append(variant)
-            return trained(variant)
-        return real(variant, data, config, device, warmup_epochs, on_epoch)
+            measure_variant.hits.append(variant.name)
+            return trained(variant.name)
+        return real(variant, dataset, config, device, warmup_epochs, on_epoch)
 
     measure_variant.hits = []
 

@@ -176,7 +176,7 @@ def test_user_datasets_show_numbers_or_na(tmp_path):
     head = _git_head()
     if head is None:
         pytest.skip("no git history: asv needs --set-commit-hash of a real commit")
-    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3")
+    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3").graph
     good, missing = tmp_path / "mine.pt", tmp_path / "absent.pt"
     torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), good)
     (tmp_path / "asv").mkdir()
@@ -265,7 +265,7 @@ def test_one_comparison_cache_feeds_both_ratio_classes_and_isolates_a_failure(mo
 
     calls = []
 
-    def compare(data, variant, hidden, references):
+    def compare(data, label, variant, hidden, references):
         calls.append((variant, tuple(references)))
         if fast_paths.TUTORIAL in references and variant == "sparse":
             raise RuntimeError("a broken tutorial step beside sparse")

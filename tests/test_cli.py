@@ -11,6 +11,7 @@ import torch
 
 from gnnperf import report
 from gnnperf.cli import main
+from gnnperf.variants import get_variant
 
 SMALL = ["--dataset", "synthetic:nodes=600,degree=4,features=16,classes=3",
          "--epochs", "6", "--warmup", "2", "--no-progress"]
@@ -69,7 +70,7 @@ def test_plot_draws_one_point_per_variant(tmp_path):
     from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
     data = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3")
-    results = [measure_variant(v, data, TrainConfig(epochs=4), "cpu", 2)
+    results = [measure_variant(get_variant(v), data, TrainConfig(epochs=4), "cpu", 2)
                for v in ("baseline", "sampled")]
     assert report.plot(results, tmp_path / "p.png") == 2
 
@@ -97,7 +98,7 @@ def test_saved_graph_file_round_trips_through_run(tmp_path, capsys):
     from torch_geometric.data import Data
 
     from gnnperf.data import load_dataset
-    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3", seed=5)
+    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3", seed=5).graph
     path = tmp_path / "mygraph.pt"
     torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), path)  # no masks
     out = tmp_path / "mine.json"

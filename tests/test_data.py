@@ -11,7 +11,7 @@ import gnnperf
 from gnnperf.data import (
     BUNDLED_PLANETOID,
     SyntheticSpec,
-    dataset_identity,
+    Dataset,
     load_dataset,
     parse_synthetic,
     planetoid_root,
@@ -107,13 +107,14 @@ def test_corrupt_raw_file_is_one_clear_error(tmp_path, planetoid_root, monkeypat
     assert load_dataset("cora", planetoid_root).num_nodes == 2708
 
 
-def test_pyg_dataset_class_gives_the_same_tensors_as_cora(tmp_path, cora):
+def test_pyg_dataset_class_gives_the_same_tensors_as_cora(tmp_path, cora_dataset):
     shutil.copytree(BUNDLED_PLANETOID / "Cora", tmp_path / "Planetoid" / "Cora")
     data = load_dataset("pyg:Planetoid/Cora", tmp_path)
     for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
-        assert torch.equal(data[key], cora[key]), key
+        assert torch.equal(data.graph[key], cora_dataset.graph[key]), key
     assert data.split == "provided"
-    assert dataset_identity(data)["sha256"] == dataset_identity(cora)["sha256"]
+    assert data.identity()["sha256"] == cora_dataset.identity()["sha256"]
+    assert data.identity()["name"] == "pyg:Planetoid/Cora" != cora_dataset.identity()["name"]
 
 
 @pytest.fixture
@@ -169,13 +170,14 @@ def write_tiny_ogbn_arxiv(root: Path) -> None:
 def test_ogb_dataset_loads_through_ogb_with_its_split(tmp_path, no_network):
     pytest.importorskip("ogb")
     write_tiny_ogbn_arxiv(tmp_path)
-    data = load_dataset("ogbn-arxiv", tmp_path)
+    dataset = load_dataset("ogbn-arxiv", tmp_path)
+    data = dataset.graph
     assert data.num_nodes == 8 and data.x.shape == (8, 3) and data.y.tolist() == [0, 1, 2] * 2 + [0, 1]
     assert data.train_mask.nonzero().view(-1).tolist() == [0, 1, 2, 3]
     assert data.val_mask.nonzero().view(-1).tolist() == [4, 5]
     assert data.test_mask.nonzero().view(-1).tolist() == [6, 7]
-    assert data.split == "ogb official (time)"
-    assert data.edge_index.size(1) == 18 and "(symmetrised)" in data.source  # 9 directed, both ways
+    assert dataset.split == "ogb official (time)"
+    assert data.edge_index.size(1) == 18 and "(symmetrised)" in dataset.source  # 9 directed, both ways
 
 
 def test_ogb_without_files_or_package(tmp_path, no_network, monkeypatch):
@@ -228,24 +230,39 @@ def test_graph_file_masks_are_kept_or_split_by_seed(tmp_path):
              for j, k in enumerate(("train_mask", "val_mask", "test_mask"))}
     torch.save(_graph(**masks), tmp_path / "masked.pt")
     kept = load_dataset(str(tmp_path / "masked.pt"))
-    assert kept.split == "provided" and torch.equal(kept.train_mask, masks["train_mask"])
+    assert kept.split == "provided" and torch.equal(kept.graph.train_mask, masks["train_mask"])
     big = synthetic_graph(SyntheticSpec(500, 4.0, 8, 3, train_per_class=5, num_val=50,
                                         num_test=100))
     torch.save({"x": big.x, "edge_index": big.edge_index, "y": big.y}, tmp_path / "plain.pt")
-    a, b = (load_dataset(str(tmp_path / "plain.pt"), seed=1) for _ in range(2))
-    c = load_dataset(str(tmp_path / "plain.pt"), seed=2)
+    first, second = (load_dataset(str(tmp_path / "plain.pt"), seed=1) for _ in range(2))
+    other = load_dataset(str(tmp_path / "plain.pt"), seed=2)
+    a, b, c = first.graph, second.graph, other.graph
     assert torch.equal(a.train_mask, b.train_mask) and not torch.equal(a.train_mask, c.train_mask)
     assert int(a.val_mask.sum()) == 100 and int(a.test_mask.sum()) == 100
     assert not (a.train_mask & a.test_mask).any()
-    assert a.split.startswith("RandomNodeSplit(split=train_rest")
+    assert first.split.startswith("RandomNodeSplit(split=train_rest")
 
 
-def test_identity_hash_sees_one_changed_value(cora):
+def test_identity_hash_sees_one_changed_value(cora_dataset):
+    cora = cora_dataset.graph
     changed = cora.clone()
     changed.x = cora.x.clone()
     changed.x[5, 7] += 1.0
-    assert dataset_identity(changed)["sha256"] != dataset_identity(cora)["sha256"]
-    assert dataset_identity(cora.clone())["sha256"] == dataset_identity(cora)["sha256"]
+    assert Dataset(changed).identity()["sha256"] != cora_dataset.identity()["sha256"]
+    assert Dataset(cora.clone()).identity()["sha256"] == cora_dataset.identity()["sha256"]
+
+
+def test_a_dataset_record_travels_whole_and_carries_nothing_on_its_graph(cora_dataset):
+    # The name, source and split are the record's, not loose attributes on
+    # PyG's Data; a pickled record (what a launched rank receives) is the
+    # same graph under the same identity.
+    import pickle
+    assert "name" not in cora_dataset.graph and "source" not in cora_dataset.graph
+    identity = cora_dataset.identity()
+    travelled = pickle.loads(pickle.dumps(cora_dataset))
+    assert travelled.identity() == identity
+    assert (travelled.num_nodes, travelled.num_edges, travelled.num_features,
+            travelled.num_classes) == (2708, 10556, 1433, 7)
 
 
 def test_wheel_package_data_covers_every_bundled_file():

@@ -30,7 +30,7 @@ def _train_params(variant: str, steps: int) -> dict:
     torch.set_num_threads(1)
     shard = distributed.init_from_env("gloo")
     try:
-        run = get_variant(variant).build(load_dataset("cora"), TrainConfig(dropout=0.0),
+        run = get_variant(variant).build(load_dataset("cora").graph, TrainConfig(dropout=0.0),
                                          torch.device("cpu"))
         for _ in range(steps):
             for batch in run.batches():
@@ -313,11 +313,11 @@ def test_a_failed_group_launch_measures_each_ddp_variant_alone(tmp_path, monkeyp
     def group(variants, *args, **kwargs):
         raise GnnperfError("rank 1 of 2 failed: RuntimeError: injected")
 
-    def single(name, *args, **kwargs):
-        alone.append(name)
-        if name == "sampled+ddp":
+    def single(variant, *args, **kwargs):
+        alone.append(variant.name)
+        if variant.name == "sampled+ddp":
             raise GnnperfError("rank 0 of 2 failed: RuntimeError: injected")
-        return dataclasses.replace(trained("baseline"), variant=name)
+        return dataclasses.replace(trained("baseline"), variant=variant.name)
     monkeypatch.setattr(distributed, "measure_data_parallel_many", group)
     monkeypatch.setattr(distributed, "measure_data_parallel", single)
     out = tmp_path / "run.json"

@@ -8,6 +8,7 @@ import torch
 from gnnperf.cli import main
 from gnnperf.doctor import FAIL, PASS, Doctor, variant_figures
 from gnnperf.measure.runner import measure_variant as real_measure_variant  # before any patching
+from gnnperf.variants import get_variant
 
 CUDA_ONLY = {"timing is synchronised", "padded sampler syncs at most 3 for 2 hops",
              "offload copies each batch on a side stream", "NVML monitor samples the GPU",
@@ -29,10 +30,10 @@ def test_a_broken_peak_figure_fails_the_doctor(monkeypatch, capsys):
     assert "1 failed" in out
 
 
-def test_variant_figures_catch_zeros_and_missing_cuda_peaks(cora):
+def test_variant_figures_catch_zeros_and_missing_cuda_peaks(cora_dataset):
     from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
-    result = measure_variant("baseline", cora, TrainConfig(epochs=4), "cpu", 2)
+    result = measure_variant(get_variant("baseline"), cora_dataset, TrainConfig(epochs=4), "cpu", 2)
     assert variant_figures(result, torch.device("cpu")).status == PASS
     on_fake_cuda = dataclasses.replace(result, device="cuda:0", cuda_peak_bytes=None)
     check = variant_figures(on_fake_cuda, torch.device("cuda"))
@@ -45,7 +46,7 @@ def test_variant_figures_catch_zeros_and_missing_cuda_peaks(cora):
     assert "did not fall" in variant_figures(flat, torch.device("cpu")).reason
 
 
-def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cora):
+def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cora_dataset):
     # What the doctor and CLI tests get from conftest's shortcut is what the
     # real measure_variant gives for that call (deterministic on CPU), and a
     # call it was not made for trains for real.
@@ -53,10 +54,13 @@ def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cor
     import gnnperf.measure.runner
     from gnnperf.variants import TrainConfig
     config = TrainConfig(epochs=TRAINED_EPOCHS)
-    shortcut = gnnperf.measure.runner.measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
+    sampled = get_variant("sampled")
+    shortcut = gnnperf.measure.runner.measure_variant(sampled, cora_dataset, config, "cpu",
+                                                      TRAINED_WARMUP)
     assert reuse_trained.hits == ["sampled"]  # answered from the shared training
-    real = real_measure_variant("sampled", cora, config, "cpu", TRAINED_WARMUP)
+    real = real_measure_variant(sampled, cora_dataset, config, "cpu", TRAINED_WARMUP)
     assert shortcut.losses == real.losses and shortcut.test_acc == real.test_acc
-    other = gnnperf.measure.runner.measure_variant("sampled", cora, TrainConfig(epochs=4), "cpu", 2)
+    other = gnnperf.measure.runner.measure_variant(sampled, cora_dataset, TrainConfig(epochs=4),
+                                                   "cpu", 2)
     assert reuse_trained.hits == ["sampled"]  # trained for real
     assert len(other.losses) == 4 and other.losses == real.losses[:4]

@@ -35,7 +35,7 @@ def _outputs(variant, data, config, state=None):
 
 @pytest.fixture(scope="module")
 def graph():
-    return load_dataset("synthetic:nodes=5000,degree=12,features=32,classes=5,hubs=1.0")
+    return load_dataset("synthetic:nodes=5000,degree=12,features=32,classes=5,hubs=1.0").graph
 
 
 @pytest.mark.parametrize("model,layers", _per_model(SPARSE_MODELS))
@@ -68,7 +68,7 @@ def test_trimmed_seed_outputs_equal_untrimmed(graph, variant, model, layers):
     for model, layers in _per_model(SPARSE_MODELS if variant == "sparse+trimmed"
                                     else TRIMMED_MODELS)])
 def test_full_batch_trimming_gives_the_full_graph_loss_and_gradients(variant, model, layers):
-    data = load_dataset("synthetic:nodes=3000,degree=4,features=16,classes=4")
+    data = load_dataset("synthetic:nodes=3000,degree=4,features=16,classes=4").graph
     config = TrainConfig(hidden=16, layers=layers, dropout=0.0, model=model)
     runs = [get_variant(v).build(data, config, CPU) for v in ("baseline", variant)]
     runs[1].model.load_state_dict(runs[0].model.state_dict())

@@ -186,7 +186,7 @@ def test_a_fault_touches_only_the_copy_and_one_variant(tmp_path):
         "import torch\n"
         "from gnnperf.data import load_dataset\n"
         "from gnnperf.variants import get_variant, TrainConfig\n"
-        f"data = load_dataset({SMALL!r})\n"
+        f"data = load_dataset({SMALL!r}).graph\n"
         "runs = {v: get_variant(v).build(data, TrainConfig(), torch.device('cpu'))\n"
         "        for v in ('baseline', 'amp')}\n"
         "print(runs['baseline'].step.__name__, getattr(runs['amp'].step, '__name__', ''))\n")

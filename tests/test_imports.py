@@ -120,3 +120,34 @@ def test_modules_loaded_by_path_into_other_trees_import_no_gnnperf_at_module_lev
             elif isinstance(child, ast.Import):
                 top += [a.name for a in child.names if a.name.startswith("gnnperf")]
     assert top == []
+
+
+def test_importing_gnnperf_leaves_the_process_as_it_was():
+    # No environment variable, warning filter or thread count is changed by
+    # an import, and the package itself loads no torch (the CLI sets up its
+    # process first); the CSR op registers once, even when its module is
+    # loaded a second time by path (a tool or the asv suite).
+    import subprocess
+    import sys
+    probe = (
+        "import os, sys, warnings, importlib.util\n"
+        "env, filters = dict(os.environ), list(warnings.filters)\n"
+        "import gnnperf, gnnperf.cli\n"
+        "assert 'torch' not in sys.modules, 'gnnperf imported torch'\n"
+        "import torch, torch_geometric  # PyG's own import adds warning filters\n"
+        "threads = torch.get_num_threads()\n"
+        "env, filters = dict(os.environ), list(warnings.filters)\n"
+        "from gnnperf import measure_variant, load_dataset, get_variant\n"
+        "import gnnperf.cli, gnnperf.doctor, gnnperf.report, gnnperf.distributed, gnnperf.gate.cli\n"
+        "import gnnperf.models.kernels as kernels\n"
+        "assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())\n"
+        "assert warnings.filters == filters, 'a warning filter changed'\n"
+        "assert torch.get_num_threads() == threads\n"
+        "spec = importlib.util.spec_from_file_location('kernels_again', kernels.__file__)\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "m = kernels.CsrMatrix.from_dense(torch.eye(3))\n"
+        "print(float(torch.ops.gnnperf.csr_mm(m.crow, m.col, m.values, 3, torch.ones(3, 2)).sum()))\n")
+    out = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", probe], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "6.0"  # and no CSR "beta" warning, which -W made an error

@@ -5,7 +5,7 @@ import torch
 
 from gnnperf.errors import GnnperfError
 from gnnperf.measure.runner import Timing, measure_cpu_peak, measure_variant, resolve_device
-from gnnperf.variants import TrainConfig
+from gnnperf.variants import TrainConfig, get_variant
 
 
 def test_cpu_peak_sees_a_known_200mb_allocation():
@@ -37,7 +37,8 @@ def test_timing_summary():
 def test_cpu_run_reports_no_cuda_figures():
     from gnnperf.data import load_dataset
     data = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3")
-    result = measure_variant("sampled", data, TrainConfig(epochs=6), "cpu", warmup_epochs=2)
+    result = measure_variant(get_variant("sampled"), data, TrainConfig(epochs=6), "cpu",
+                             warmup_epochs=2)
     assert result.cuda_peak_bytes is None
     assert result.step_peak_bytes > 0
     assert result.sampled_edges_per_s > 0 and result.seed_nodes_per_s > 0
@@ -80,8 +81,8 @@ def test_the_next_variant_is_built_after_the_earlier_runs_are_freed(monkeypatch,
     gc.disable()
     try:
         config = TrainConfig(epochs=3)
-        measure_variant(earlier, data, config, "cpu", 2)
-        measure_variant("baseline", data, config, "cpu", 2)
+        measure_variant(get_variant(earlier), data, config, "cpu", 2)
+        measure_variant(get_variant("baseline"), data, config, "cpu", 2)
     finally:
         gc.enable()
     assert alive_at_build == [[], [False]]
@@ -140,6 +141,16 @@ def test_the_devices_first_use_is_paid_and_reported_before_the_first_epoch(monke
     monkeypatch.setattr(measure.TrainingRun, "step", step)
     monkeypatch.setattr(measure, "warm_device", warm)
     data = load_dataset("synthetic:nodes=300,degree=4,features=8,classes=3")
-    result = measure_variant("baseline", data, TrainConfig(epochs=4), "cpu", warmup_epochs=2)
+    result = measure_variant(get_variant("baseline"), data, TrainConfig(epochs=4), "cpu",
+                             warmup_epochs=2)
     assert result.device_warmup_s >= 0.3 and result.first_epoch_s < 0.3
     assert result.compile_s is None
+
+
+def test_measure_variant_takes_the_parsed_variant_and_the_loaded_dataset(cora_dataset):
+    # Strings end at the command line: a name or a bare graph is refused
+    # with the call that makes the object, before anything trains.
+    with pytest.raises(TypeError, match=r"gnnperf.get_variant\('baseline'\)"):
+        measure_variant("baseline", cora_dataset)
+    with pytest.raises(TypeError, match=r"gnnperf.Dataset\(graph\)"):
+        measure_variant(get_variant("baseline"), cora_dataset.graph)

@@ -216,7 +216,7 @@ def test_the_reference_trains_paired_with_the_baseline(model, dropout):
     # it, PyG's model passes none to its convs) is off, so nothing differs.
     from gnnperf.data import load_dataset
     from gnnperf.variants import TrainConfig, get_variant
-    data = load_dataset("synthetic:nodes=400,degree=6,features=24,classes=4")
+    data = load_dataset("synthetic:nodes=400,degree=6,features=24,classes=4").graph
     config = TrainConfig(model=model, dropout=dropout, hidden=8)
 
     def train(variant):  # as a run trains each variant: seeded, built, stepped
@@ -235,7 +235,7 @@ def test_the_tutorial_gcn_starts_from_the_baselines_weights():
     # The tutorial's GCN has no dropout (ours has), so only the start pairs.
     from gnnperf.data import load_dataset
     from gnnperf.variants import TrainConfig, get_variant
-    data = load_dataset("synthetic:nodes=400,degree=6,features=24,classes=4")
+    data = load_dataset("synthetic:nodes=400,degree=6,features=24,classes=4").graph
     ours, reference = (get_variant(v).build(data, TrainConfig(hidden=8), torch.device("cpu"))
                        for v in ("baseline", "tutorial"))
     mine = [block.conv.state_dict() for block in ours.model.blocks]

@@ -11,6 +11,7 @@ from gnnperf import report
 from gnnperf.measure.runner import measure_variant
 from gnnperf.measure.probes import GpuMonitor, MemoryTimeline
 from gnnperf.variants import TrainConfig
+from gnnperf.variants import get_variant
 
 
 def fake_nvml(util=(30, 90), memory_mib=(1000, 3000), power_w=(100, 300), clock=1410,
@@ -91,7 +92,7 @@ def test_no_monitor_without_cuda_or_nvml(monkeypatch):
     assert monitor is None and reason.startswith("NVML unavailable")
 
 
-def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora, monkeypatch):
+def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora_dataset, monkeypatch):
     # The timeline's probes (a /proc write and read per step, 5% of the
     # fastest Cora step) run in the warm-up epochs only, never inside the
     # clock of a steady epoch.
@@ -103,7 +104,7 @@ def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora, mon
         epochs.append(timeline is not None)
         return real_epoch(run, counter, measure_peak, timeline)
     monkeypatch.setattr(measure, "_run_epoch", run_epoch)
-    result = measure_variant("sampled", cora, TrainConfig(epochs=5), "cpu", 2)
+    result = measure_variant(get_variant("sampled"), cora_dataset, TrainConfig(epochs=5), "cpu", 2)
     assert epochs == [True, True, False, False, False]  # 2 warm-up, 3 timed
     assert result.gpu_monitor is None and result.gpu_monitor_note == "not a CUDA run"
     rss = result.memory_timeline["rss_bytes"]
@@ -119,8 +120,8 @@ def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora, mon
     assert row.rstrip().endswith("n/a                    n/a")
 
 
-def test_timeline_and_summary_charts(cora, tmp_path):
-    results = [measure_variant(v, cora, TrainConfig(epochs=4), "cpu", 2)
+def test_timeline_and_summary_charts(cora_dataset, tmp_path):
+    results = [measure_variant(get_variant(v), cora_dataset, TrainConfig(epochs=4), "cpu", 2)
                for v in ("baseline", "sampled")]
     assert report.plot_timeline(results, tmp_path / "t.png") == 2
     assert report.plot(results, tmp_path / "p.png") == 2

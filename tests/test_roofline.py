@@ -9,6 +9,7 @@ import torch
 from gnnperf.measure import roofline
 from gnnperf.measure.roofline import Roofs, StepWork, assess, cached_roofs
 from gnnperf.measure.workcount import count_work
+from gnnperf.variants import get_variant
 
 MIB = 2 ** 20
 
@@ -113,7 +114,7 @@ def test_a_step_at_its_roofs_scores_100_percent_and_half_as_fast_50():
     assert assess(compute, 2.0, ROOFS)["roofline_pct"] == pytest.approx(50)
 
 
-def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch):
+def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch, cora_dataset):
     from gnnperf.measure import runner as measure, workcount
     from gnnperf.variants import TrainConfig
     counting = [False]
@@ -135,7 +136,8 @@ def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch):
     monkeypatch.setattr(workcount.OpCounter, "__enter__", enter)
     monkeypatch.setattr(workcount.OpCounter, "__exit__", exit)
     monkeypatch.setattr(measure, "_run_epoch", run_epoch)
-    result = measure.measure_variant("sampled", cora, TrainConfig(epochs=6), "cpu", 3)
+    result = measure.measure_variant(get_variant("sampled"), cora_dataset, TrainConfig(epochs=6),
+                                     "cpu", 3)
     assert epochs == [False, True, False, False, False, False]  # 3 warm-up, 3 timed
     work = result.work
     assert work["steps"] == result.steps_per_epoch and work["bytes_moved"] > work["gather_bytes"] > 0
@@ -144,11 +146,12 @@ def test_work_is_counted_in_one_untimed_warm_up_epoch_only(cora, monkeypatch):
     assert result.roofline["roofline_pct"] > 0 and not result.roofline_note
 
 
-def test_with_two_warm_up_epochs_the_roofline_is_na_and_says_why(cora):
+def test_with_two_warm_up_epochs_the_roofline_is_na_and_says_why(cora_dataset):
     from gnnperf import report
     from gnnperf.measure.runner import measure_variant, with_roofline
     from gnnperf.variants import TrainConfig
-    result = with_roofline(measure_variant("baseline", cora, TrainConfig(epochs=4), "cpu", 2),
+    result = with_roofline(measure_variant(get_variant("baseline"), cora_dataset,
+                                           TrainConfig(epochs=4), "cpu", 2),
                            ROOFS)
     assert result.work is None and result.roofline is None
     assert "use --warmup 3" in result.roofline_note
@@ -185,7 +188,8 @@ def test_a_dense_times_sparse_product_counts_nonzeros_times_rows():
     assert work.gather_bytes == work.bytes_moved > 0  # a sparse product is indexed
 
 
-def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cora, monkeypatch):
+def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cora_dataset,
+                                                                             monkeypatch):
     # Counted under a dispatch mode without a forced-eager stance, Dynamo
     # skipped the compiled frame for good: the timed epochs ran eager
     # (synthetic-1m: compiled 1246 ms an epoch, as slow as baseline; 363 ms
@@ -204,5 +208,5 @@ def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cor
             real_epoch(run, counter, measure_peak, timeline)
         regions.append(sum("Compiled" in event.name for event in prof.events()))
     monkeypatch.setattr(measure, "_run_epoch", run_epoch)
-    measure.measure_variant("compiled", cora, TrainConfig(epochs=5), "cpu", 3)
+    measure.measure_variant(get_variant("compiled"), cora_dataset, TrainConfig(epochs=5), "cpu", 3)
     assert regions and regions[0] > 0, "the last timed epoch ran no compiled region"

@@ -9,7 +9,6 @@ from gnnperf.errors import GnnperfError
 from gnnperf.measure.runner import measure_variant
 from gnnperf.variants import (
     COMBINED_VARIANTS,
-    STANDARD_VARIANTS,
     TECHNIQUES,
     Technique,
     TrainConfig,
@@ -46,7 +45,7 @@ def check_reaches_accuracy(result) -> None:
     assert not result.at_chance
 
 
-def mean_accuracy(variant: str, trained, cora) -> float:
+def mean_accuracy(variant: str, trained, cora_dataset) -> float:
     """Test accuracy over :data:`SEEDS` after conftest.TRAINED_EPOCHS
     epochs (seed 0 from the shared training where it is a standard variant)."""
     accuracies = []
@@ -57,19 +56,20 @@ def mean_accuracy(variant: str, trained, cora) -> float:
                 _seed_accuracy[key] = trained(variant).test_acc
             else:
                 _seed_accuracy[key] = measure_variant(
-                    variant, cora, TrainConfig(epochs=TRAINED_EPOCHS, seed=seed), CPU,
-                    TRAINED_WARMUP).test_acc
+                    get_variant(variant), cora_dataset,
+                    TrainConfig(epochs=TRAINED_EPOCHS, seed=seed), CPU, TRAINED_WARMUP).test_acc
         accuracies.append(_seed_accuracy[key])
     return sum(accuracies) / len(accuracies)
 
 
-def check_as_accurate_as(variant: str, reference: str, trained, cora) -> None:
+def check_as_accurate_as(variant: str, reference: str, trained, cora_dataset) -> None:
     """The over-seeds bar: five-seed mean test accuracies within a point."""
-    ours, theirs = mean_accuracy(variant, trained, cora), mean_accuracy(reference, trained, cora)
+    ours = mean_accuracy(variant, trained, cora_dataset)
+    theirs = mean_accuracy(reference, trained, cora_dataset)
     assert abs(ours - theirs) <= SAME_ACCURACY, (variant, ours, reference, theirs)
 
 
-@pytest.mark.parametrize("variant", STANDARD_VARIANTS)
+@pytest.mark.parametrize("variant", standard_variants())
 def test_variant_reaches_tutorial_accuracy(trained, variant):
     check_reaches_accuracy(trained(variant))
 
@@ -103,11 +103,12 @@ def test_checkpointing_recomputes_the_same_training(trained):
     assert trained("checkpointed").losses == pytest.approx(trained("baseline").losses, rel=1e-5)
 
 
-def test_same_seed_same_loss_curve(cora):
+def test_same_seed_same_loss_curve(cora_dataset):
     config = TrainConfig(epochs=25, seed=11)
-    first = measure_variant("baseline", cora, config, CPU).losses
-    second = measure_variant("baseline", cora, config, CPU).losses
-    other = measure_variant("baseline", cora, TrainConfig(epochs=25, seed=12), CPU).losses
+    first = measure_variant(get_variant("baseline"), cora_dataset, config, CPU).losses
+    second = measure_variant(get_variant("baseline"), cora_dataset, config, CPU).losses
+    other = measure_variant(get_variant("baseline"), cora_dataset, TrainConfig(epochs=25, seed=12),
+                            CPU).losses
     assert first == second
     assert first != other
 
@@ -143,8 +144,8 @@ def test_the_fastest_cora_path_compiles_whole_and_follows_eager(trained):
 
 
 @pytest.mark.slow
-def test_the_fastest_cora_path_is_as_accurate_as_the_baseline(trained, cora):
-    check_as_accurate_as(COMBINED_VARIANTS[0], "baseline", trained, cora)
+def test_the_fastest_cora_path_is_as_accurate_as_the_baseline(trained, cora_dataset):
+    check_as_accurate_as(COMBINED_VARIANTS[0], "baseline", trained, cora_dataset)
 
 
 class _Graphless(Technique):
@@ -174,17 +175,17 @@ class _HalfTheEdges(Technique):
 
 
 @pytest.mark.parametrize("broken", [_Graphless, _HalfTheEdges], ids=["graphless", "halfedges"])
-def test_the_accuracy_checks_catch_a_broken_variant(trained, cora, monkeypatch, broken):
+def test_the_accuracy_checks_catch_a_broken_variant(trained, cora_dataset, monkeypatch, broken):
     # The bars above at 30 epochs, not 200, are still tight enough: a variant
     # that loses half of Cora's edges fails both.
     monkeypatch.setitem(TECHNIQUES, broken.name, broken)
-    result = measure_variant(broken.name, cora, TrainConfig(epochs=TRAINED_EPOCHS), CPU,
-                             TRAINED_WARMUP)
+    result = measure_variant(get_variant(broken.name), cora_dataset,
+                             TrainConfig(epochs=TRAINED_EPOCHS), CPU, TRAINED_WARMUP)
     _seed_accuracy[broken.name, 0] = result.test_acc  # seed 0 of the five-seed mean
     with pytest.raises(AssertionError):
         check_reaches_accuracy(result)
     with pytest.raises(AssertionError):
-        check_as_accurate_as(broken.name, "baseline", trained, cora)
+        check_as_accurate_as(broken.name, "baseline", trained, cora_dataset)
 
 
 @pytest.mark.slow
@@ -352,10 +353,10 @@ def test_cluster_batches_hold_the_graph_edges_among_their_nodes(cora, tmp_path, 
 
 
 @pytest.mark.parametrize("variant", ["saint", "cluster"])
-def test_minibatch_techniques_are_deterministic_per_seed(cora, variant):
+def test_minibatch_techniques_are_deterministic_per_seed(cora_dataset, variant):
     config = TrainConfig(epochs=6, seed=4)
-    first = measure_variant(variant, cora, config, CPU, warmup_epochs=2)
-    second = measure_variant(variant, cora, config, CPU, warmup_epochs=2)
+    first = measure_variant(get_variant(variant), cora_dataset, config, CPU, warmup_epochs=2)
+    second = measure_variant(get_variant(variant), cora_dataset, config, CPU, warmup_epochs=2)
     assert first.losses == second.losses
     assert first.sampled_edges_per_s > 0 and first.steps_per_epoch >= 1
 
@@ -378,11 +379,16 @@ def test_minibatch_combinations_that_do_not_apply(name, message):
         get_variant(name)
 
 
-def test_variant_facts_come_from_the_registry():
+def test_variant_facts_come_from_the_registry(cora):
     assert get_variant("sampled+trimmed").uses("sampled")
     assert not get_variant("sparse").uses("sampled")
     assert [get_variant(v).minibatch for v in ("baseline", "sampled", "saint", "cluster+amp")] \
         == [False, True, True, True]
+    # A variant is its canonical name: two parses, in any order, are one key.
+    assert get_variant("trimmed+sampled") == get_variant("sampled+trimmed")
+    assert len({get_variant("ddp"), get_variant("ddp"), get_variant("sampled+ddp")}) == 2
+    # The run asks its variant (one definition of minibatch, not two).
+    assert get_variant("saint").build(cora, TrainConfig(), CPU).variant.minibatch
 
 
 def test_cluster_without_pymetis_names_the_extra(cora, tmp_path, monkeypatch):
@@ -394,12 +400,13 @@ def test_cluster_without_pymetis_names_the_extra(cora, tmp_path, monkeypatch):
 
 # CPU offload ----------------------------------------------------------------
 @pytest.mark.parametrize("variant", ["sampled", "cluster"])
-def test_offload_follows_the_same_loss_curve_on_cpu(cora, variant):
+def test_offload_follows_the_same_loss_curve_on_cpu(cora_dataset, variant):
     # 8 epochs of cluster's 8 steps: 64 steps that must match to the bit (20
     # epochs took 15 s of the test run and showed nothing more).
     config = TrainConfig(epochs=8, seed=3)
-    plain = measure_variant(variant, cora, config, CPU, warmup_epochs=2)
-    offloaded = measure_variant(f"{variant}+offload", cora, config, CPU, warmup_epochs=2)
+    plain = measure_variant(get_variant(variant), cora_dataset, config, CPU, warmup_epochs=2)
+    offloaded = measure_variant(get_variant(f"{variant}+offload"), cora_dataset, config, CPU,
+                                warmup_epochs=2)
     assert offloaded.losses == plain.losses
     assert offloaded.test_acc == plain.test_acc
     # Transfer figures are CUDA-only: absent on CPU, never 0.
@@ -493,10 +500,10 @@ def test_amp_fp16_forced_trains_with_its_gradient_scaler_on_cpu(cora):
 
 
 # Sparse input features and the tutorial reference ------------------------------
-def test_sparse_features_train_deterministically_near_baseline_accuracy(cora):
+def test_sparse_features_train_deterministically_near_baseline_accuracy(cora_dataset):
     config = TrainConfig(epochs=30, seed=2)
-    first = measure_variant("sparse+sparse_features", cora, config, CPU)
-    again = measure_variant("sparse+sparse_features", cora, config, CPU)
+    first = measure_variant(get_variant("sparse+sparse_features"), cora_dataset, config, CPU)
+    again = measure_variant(get_variant("sparse+sparse_features"), cora_dataset, config, CPU)
     assert first.losses == again.losses
     assert first.losses[-1] < first.losses[0] / 2
 
@@ -514,14 +521,14 @@ def test_sparse_features_with_trimmed_batches_equal_the_dense_outputs(cora):
 def test_sparse_features_leave_dense_features_dense():
     from gnnperf.data import load_dataset
     from gnnperf.models import SparseFeatures
-    data = load_dataset("synthetic:nodes=400,degree=4,features=8,classes=3")
+    data = load_dataset("synthetic:nodes=400,degree=4,features=8,classes=3").graph
     run = get_variant("sparse_features").build(data, TrainConfig(), CPU)
     assert run.stats["feature_density"] == 1.0 and run.stats["sparse_features"] is False
     assert not isinstance(next(iter(run.batches())).x, SparseFeatures)
 
 
-def test_tutorial_reference_trains_and_stands_alone(cora):
-    result = measure_variant("tutorial", cora, TrainConfig(epochs=30), CPU)
+def test_tutorial_reference_trains_and_stands_alone(cora_dataset):
+    result = measure_variant(get_variant("tutorial"), cora_dataset, TrainConfig(epochs=30), CPU)
     assert result.losses[-1] < result.losses[0] / 2 and result.test_acc > 0.5
     with pytest.raises(GnnperfError, match="tutorial is a reference and combines with no"):
         get_variant("tutorial+compiled")

@@ -21,6 +21,7 @@ from gnnperf.gate import faults
 from gnnperf.measure.case import Case
 from gnnperf.cli import main
 from gnnperf.errors import GnnperfError
+from gnnperf.variants import get_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = "synthetic-10k"  # 2,000 nodes: a step of about a millisecond
@@ -206,7 +207,7 @@ def test_non_finite_features_or_edge_weights_are_rejected_at_load(tmp_path):
     from torch_geometric.data import Data
 
     from gnnperf.data import load_dataset
-    graph = load_dataset(COMMA_GRAPH)
+    graph = load_dataset(COMMA_GRAPH).graph
     x = graph.x.clone()
     x.view(-1)[torch.randperm(x.numel(), generator=torch.Generator().manual_seed(0))
                [:x.numel() // 100]] = float("nan")
@@ -309,10 +310,11 @@ def test_an_accuracy_at_chance_is_flagged(tmp_path, capsys):
     assert "at chance" in table
 
 
-def test_a_trained_variant_is_not_flagged(cora):
+def test_a_trained_variant_is_not_flagged(cora_dataset):
     from gnnperf.measure.runner import measure_variant
     from gnnperf.variants import TrainConfig
-    result = measure_variant("sparse", cora, TrainConfig(epochs=40), warmup_epochs=2)
+    result = measure_variant(get_variant("sparse"), cora_dataset, TrainConfig(epochs=40),
+                             warmup_epochs=2)
     assert result.test_acc > 0.6 and not result.at_chance and result.chance_acc < 0.35
 
 

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _worker(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
-    from gnnperf.case import Case, prepare
+    from gnnperf.measure.case import Case, prepare
 
     case = prepare(Case(args.variant, args.dataset, threads=1))
     for _ in range(args.steps):

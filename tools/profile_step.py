@@ -3,7 +3,7 @@
 
     python tools/profile_step.py sparse+trimmed+sparse_features@cora --steps 50
 
-builds the case as every benchmark does (:func:`gnnperf.case.prepare`, one
+builds the case as every benchmark does (:func:`gnnperf.measure.case.prepare`, one
 thread, warmed up), times ``--steps`` steps unprofiled (median), then profiles
 as many again and prints each op's self time per step, its calls per step and
 its share of the profiled step, most expensive first. The profiler adds a few
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from torch.profiler import ProfilerActivity, profile
 
-    from gnnperf.case import Case, prepare
+    from gnnperf.measure.case import Case, prepare
 
     prepared = prepare(Case.parse(args.case, warmup_epochs=5))
     times = []

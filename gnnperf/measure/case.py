@@ -214,7 +214,14 @@ def build(case: Case, data=None):
     reset = getattr(getattr(torch, "compiler", None), "reset", None)
     if reset is not None:
         reset()
-    return spec.build(data, TrainConfig(**dict(case.config)), torch.device(case.device))
+    return spec.build(graph_of(data), TrainConfig(**dict(case.config)), torch.device(case.device))
+
+
+def graph_of(loaded):
+    """The PyG graph of what a tree's ``load_dataset`` returned: a
+    ``Dataset`` record's ``graph``, or (checkouts before the record) the
+    ``Data`` itself."""
+    return getattr(loaded, "graph", loaded)
 
 
 def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
@@ -246,5 +253,5 @@ def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
                         warmup_steps=len(losses))
 
 
-__all__ = ["Case", "DEFAULT_DATASETS", "DEFAULT_MODEL", "NonFiniteLoss", "PreparedCase", "build", "check_losses",
-           "default_cases", "prepare"]
+__all__ = ["Case", "DEFAULT_DATASETS", "DEFAULT_MODEL", "NonFiniteLoss", "PreparedCase", "build",
+           "check_losses", "default_cases", "graph_of", "prepare"]

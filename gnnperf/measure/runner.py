@@ -13,13 +13,14 @@ from typing import Callable, Iterator
 import torch
 from torch_geometric.data import Data
 
+from gnnperf.data import Dataset
 from gnnperf.errors import GnnperfError, Unavailable, is_unavailable
 from gnnperf.models import DEFAULT_MODEL
 from gnnperf.measure.probes import GpuMonitor, MemoryTimeline
 from gnnperf.measure.roofline import StepWork
 from gnnperf.measure.stats import quartiles, relative_iqr
 from gnnperf.measure.timers import synchronize, timed
-from gnnperf.variants import TrainConfig, TrainingRun, Variant, get_variant
+from gnnperf.variants import TrainConfig, TrainingRun, Variant
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
@@ -269,15 +270,25 @@ def _run_epoch(run: TrainingRun, counter: _EpochCounter,
     counter.losses.append(mean)
 
 
-def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
+def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | None = None,
                     device: torch.device | str = "cpu", warmup_epochs: int = 3,
                     on_epoch: Callable[[], None] | None = None) -> VariantResult:
-    """Trains :obj:`variant` for :obj:`config.epochs` epochs and measures it.
+    """Trains :obj:`variant` on :obj:`dataset` for :obj:`config.epochs`
+    epochs and measures it. Both are objects, parsed and loaded once by the
+    caller (:func:`gnnperf.variants.get_variant`,
+    :func:`gnnperf.data.load_dataset`).
 
     The first epoch (compilation included) is reported as
     :obj:`first_epoch_s`; the last warm-up epoch measures peak memory with a
     reset before every step; the epochs after warm-up are timed one by one.
     """
+    if not isinstance(variant, Variant):
+        raise TypeError(f"measure_variant takes a Variant (gnnperf.get_variant({variant!r})), "
+                        f"not a {type(variant).__name__}")
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"measure_variant takes a Dataset (gnnperf.load_dataset(name), or "
+                        f"gnnperf.Dataset(graph) for a graph in memory), not a "
+                        f"{type(dataset).__name__}")
     config = config or TrainConfig()
     device = resolve_device(device) if isinstance(device, str) else device
     # Epoch 1 is timed as the first (compiling) epoch and the last warm-up
@@ -285,7 +296,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
     if not 2 <= warmup_epochs < config.epochs:
         raise GnnperfError(f"warm-up epochs must be in [2, epochs), got {warmup_epochs} "
                            f"with {config.epochs} epochs; raise --epochs")
-    spec = get_variant(variant)
+    spec = variant
     label = result_label(spec.name, config.model)  # how errors name it
     # An earlier variant's graph, model and optimiser state must not count
     # in this one's peak: freed first, and what is still held subtracted.
@@ -299,7 +310,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         raise GnnperfError(f"out of memory on {device} before variant {label} was built "
                            f"(the device's first use): free the GPU or use another") from None
     held = held_bytes(device)
-    run = spec.build(data, config, device)
+    run = spec.build(dataset.graph, config, device)
     counter = _EpochCounter()
     timeline = MemoryTimeline(str(device), held_bytes=held)
     monitor, monitor_note = GpuMonitor.for_device(device)
@@ -315,7 +326,7 @@ def measure_variant(variant: str, data: Data, config: TrainConfig | None = None,
         if monitor is not None:
             monitor.close()
     gpu = monitor.figures() if monitor is not None else (None, monitor_note)
-    return _result(spec, run, data, config, device, warmup_epochs, epochs, counter, accuracy,
+    return _result(spec, run, dataset, config, device, warmup_epochs, epochs, counter, accuracy,
                    timeline, gpu, device_warmup_s)
 
 
@@ -389,12 +400,13 @@ def _named_failures(label: str, device: torch.device) -> Iterator[None]:
         raise GnnperfError(f"variant {label} failed: NotImplementedError ({reason})") from None
 
 
-def _result(spec: Variant, run: TrainingRun, data: Data, config: TrainConfig, device: torch.device,
+def _result(spec: Variant, run: TrainingRun, dataset: Dataset, config: TrainConfig,
+            device: torch.device,
             warmup_epochs: int, epochs: _Epochs, counter: _EpochCounter,
             accuracy: dict[str, float], timeline: MemoryTimeline,
             gpu: tuple[dict | None, str], device_warmup_s: float) -> VariantResult:
     """The figures of one measured variant."""
-    chance, chance_bound = chance_level(data)
+    chance, chance_bound = chance_level(dataset.graph)
     steady_epochs = len(epochs.times)
     steps, seeds, edges = (now - before for now, before in
                            zip((counter.steps, counter.seeds, counter.edges), epochs.steady_start))
@@ -404,7 +416,7 @@ def _result(spec: Variant, run: TrainingRun, data: Data, config: TrainConfig, de
     return VariantResult(
         variant=spec.name,
         model=config.model,
-        dataset=str(getattr(data, "name", "custom")),
+        dataset=dataset.name,
         device=str(device),
         epochs=config.epochs,
         warmup_epochs=warmup_epochs,
@@ -510,21 +522,20 @@ class SamplerThroughput:
         return asdict(self)
 
 
-def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batches: int = 30,
-                    device: torch.device | str = "cpu", seed: int = 0,
+def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
+                    batches: int = 30, device: torch.device | str = "cpu", seed: int = 0,
                     roofs=None) -> SamplerThroughput:
     """Times :class:`~gnnperf.sampling.VectorizedNeighborSampler` on random
     seed batches, alone and inside PyG's loader; one warm-up batch each.
     With :obj:`roofs` (:class:`~gnnperf.measure.roofline.Roofs`) one more loader
     batch, untimed, counts the bytes it moves."""
-    from torch_geometric.data import Data as PygData
-
     from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
     device = resolve_device(device) if isinstance(device, str) else device
     if batches < 1:
         raise GnnperfError(f"batches must be >= 1, got {batches}")
+    data = dataset.graph
     # Only what a training batch needs travels with it.
-    lean = PygData(x=data.x, y=data.y, edge_index=data.edge_index,
+    lean = Data(x=data.x, y=data.y, edge_index=data.edge_index,
                    num_nodes=data.num_nodes).to(device)
     sampler = VectorizedNeighborSampler(lean, fanout, seed=seed, edge_ids=False)
     generator = torch.Generator().manual_seed(seed)
@@ -555,7 +566,7 @@ def measure_sampler(data: Data, fanout: list[int], batch_size: int = 1024, batch
             loader_s.append(time.perf_counter() - start)
             loader_edges += batch.edge_index.size(1)
     result = SamplerThroughput(
-        dataset=str(getattr(data, "name", "custom")), device=str(device), fanout=list(fanout),
+        dataset=dataset.name, device=str(device), fanout=list(fanout),
         batch_size=batch_size, batches=batches, edges_per_batch=edges / batches,
         sampler_edges_per_s=edges / sum(sampler_s),
         loader_edges_per_s=loader_edges / sum(loader_s),

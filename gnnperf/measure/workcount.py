@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -331,6 +332,11 @@ def profile_work(fn: Callable[[], object]) -> ProfiledWork:
     bytes above its start, from the torch profiler's events."""
     from torch.profiler import ProfilerActivity, profile
 
+    # Kineto reads its log level when a profiler first starts (not at torch's
+    # import): without this, every profiled step prints its start/stop lines.
+    # Set here, where the profiler runs, not when gnnperf is imported; a
+    # user's own setting wins.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()

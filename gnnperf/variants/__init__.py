@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, UnknownVariant
 from gnnperf.models import MODELS, ModelSpec, get_model
-from gnnperf.shards import current_shard
+from gnnperf.shards import ShardPolicy, current_shard
 from gnnperf.variants.amp import Amp
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed
@@ -45,9 +45,6 @@ def standard_variants() -> list[str]:
                         if technique.in_comparison), *COMBINED_VARIANTS]
 
 
-STANDARD_VARIANTS = standard_variants()
-
-
 def reference_variant(name: str) -> str:
     """What :obj:`name` is compared with: the same variant without its last
     technique in application order (``sampled+trimmed`` -> ``sampled``,
@@ -56,14 +53,21 @@ def reference_variant(name: str) -> str:
     return "+".join(t.name for t in techniques[:-1]) or BASELINE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Variant:
-    """A set of techniques with its canonical name."""
+    """A set of techniques with its canonical name, parsed once by
+    :func:`get_variant`; two parses of one name are equal (and hash alike)."""
     techniques: tuple[Technique, ...]
 
     @property
     def name(self) -> str:
         return "+".join(t.name for t in self.techniques) or BASELINE
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Variant) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
     def uses(self, technique: str) -> bool:
         """Whether :obj:`technique` (a registry name) is one of this variant's."""
@@ -94,7 +98,12 @@ class Variant:
         return None
 
     def build(self, data: Data, config: TrainConfig, device: torch.device) -> TrainingRun:
-        """A training run for this variant, seeded by :obj:`config.seed`."""
+        """A training run for this variant on graph :obj:`data` (a PyG
+        ``Data``: a :class:`~gnnperf.data.Dataset`'s ``graph``), seeded by
+        :obj:`config.seed`."""
+        if not isinstance(data, Data):
+            raise TypeError(f"Variant.build takes a PyG Data graph (a Dataset's .graph), not a "
+                            f"{type(data).__name__}")
         reason = self.cannot_run_with(get_model(config.model))
         if reason:
             raise GnnperfError(reason)
@@ -102,11 +111,10 @@ class Variant:
         on_host = any(t.keeps_data_on_host for t in self.techniques)
         run = TrainingRun(data, config, device,
                           data_device=torch.device("cpu") if on_host else device)
-        run.techniques = self.techniques
-        if any(t.data_parallel for t in self.techniques):
-            run.shard = current_shard()
-            # Full batch: a disjoint, equal (to one node) share of the training nodes.
-            run.train_nodes = run.train_nodes.tensor_split(run.shard.world_size)[run.shard.rank]
+        run.variant = self
+        if self.data_parallel:
+            run.shards = ShardPolicy(current_shard())
+            run.train_nodes = run.shards.train_nodes(run.train_nodes)
         for technique in self.techniques:
             technique.apply(run)
         return run
@@ -171,5 +179,5 @@ def get_variant(name: str) -> Variant:
 
 __all__ = ["Batch", "COMBINED_VARIANTS", "Technique", "TrainConfig", "TrainingRun", "Variant",
            "TECHNIQUES",
-           "STANDARD_VARIANTS", "BASELINE", "get_variant", "model_pairs", "reference_variant",
+           "BASELINE", "get_variant", "model_pairs", "reference_variant",
            "standard_variants"]

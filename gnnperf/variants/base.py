@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gnnperf.shards import Shard
+from gnnperf.shards import Shard, ShardPolicy
 from gnnperf.errors import GnnperfError
 from gnnperf.models import DEFAULT_MODEL, LayerGraph, ModelSpec, get_model
 
@@ -223,9 +223,9 @@ class TrainingRun:
         # compiled function of the batch, when the compiled technique could
         # trace it; None: step() runs it eagerly around self.forward.
         self.compiled_step: Callable[[Batch], Tensor] | None = None
-        # The variant's techniques (set by Variant.build), for techniques that
-        # depend on what else the variant does.
-        self.techniques: tuple[Technique, ...] = ()
+        # The variant (set by Variant.build), for techniques that depend on
+        # what else it does: ask it (run.variant.minibatch, .techniques).
+        self.variant = None
         # A host batch onto the device and finished there, at the start of
         # each step (offload: the copy is part of the step it feeds); None:
         # batches are made on the device.
@@ -235,14 +235,16 @@ class TrainingRun:
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
         # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
         self.train_nodes = self.data.train_mask.nonzero().view(-1)
-        # This rank's place among data-parallel ranks (None: one process does
-        # all the work); batch techniques take their share of it.
-        self.shard: Shard | None = None
+        # How the work is split across data-parallel ranks (set by
+        # Variant.build for ddp; otherwise nothing is split): every batch
+        # maker takes its share through it.
+        self.shards = ShardPolicy()
 
     @property
-    def minibatch(self) -> bool:
-        """Whether a batch technique of the variant makes the batches."""
-        return any(t.makes_batches for t in self.techniques)
+    def shard(self) -> Shard | None:
+        """This rank's place among data-parallel ranks (None: one process
+        does all the work)."""
+        return self.shards.shard
 
     def prepare_graph(self, edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor | None]:
         """A (sub)graph as the model reads it (:attr:`ModelSpec.prepare_graph`:
@@ -358,7 +360,7 @@ class Technique:
     allowed_batch_makers: ClassVar[tuple[str, ...] | None] = None
     # The graph stays in host memory; the technique moves each batch (offload).
     keeps_data_on_host: ClassVar[bool] = False
-    # Ranks share the training work (ddp): the variant sets run.shard first.
+    # Ranks share the training work (ddp): the variant sets run.shards first.
     data_parallel: ClassVar[bool] = False
     # Shown alone in the default comparison (standard_variants).
     in_comparison: ClassVar[bool] = True

@@ -9,7 +9,6 @@ from typing import Iterable
 import torch
 
 from gnnperf.data import cache_dir, tensor_digest
-from gnnperf.errors import GnnperfError
 from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
@@ -67,22 +66,15 @@ class Cluster(Technique):
         train = data.train_mask
         run.dynamic_shapes = True
 
-        shard = run.shard
-
         def subgraphs() -> Iterable:
             epoch = [(sub, train.index_select(0, sub.node_ids).nonzero().view(-1))
                      for sub in loader]
             epoch = [(sub, loss_nodes) for sub, loss_nodes in epoch if loss_nodes.numel()]
-            if shard is None:
-                return epoch
             # ddp: every rank computes the same epoch (same parts, same seed)
             # and takes a disjoint, equally long share of its batches.
-            usable = len(epoch) // shard.world_size * shard.world_size
-            if usable == 0:
-                raise GnnperfError(f"cluster+ddp: {len(epoch)} batches with training nodes for "
-                                   f"{shard.world_size} ranks; raise --cluster-parts or lower "
-                                   f"--cluster-batch")
-            return epoch[shard.rank:usable:shard.world_size]
+            return run.shards.share(epoch, "cluster+ddp needs a batch with training nodes "
+                                           "per rank; raise --cluster-parts or lower "
+                                           "--cluster-batch")
 
         def batches() -> Iterable[Batch]:
             for sub, loss_nodes in subgraphs():

@@ -64,7 +64,7 @@ def adam_state(optimizer: torch.optim.Adam,
 
 def whole_step_blocker(run: TrainingRun) -> str | None:
     """Why :obj:`run`'s step cannot be traced whole (None: it can)."""
-    for technique in run.techniques:
+    for technique in run.variant.techniques:
         if technique.step_untraceable_because is not None:
             return f"{technique.name}: {technique.step_untraceable_because}"
     if run.scaler is not None:

@@ -12,7 +12,6 @@ import torch
 
 from gnnperf.graph_sampling import RandomWalkSampler
 from gnnperf.models import EDGE_WEIGHTS
-from gnnperf.shards import max_over_ranks
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -58,11 +57,10 @@ class Saint(Technique):
         config, data = run.config, run.data
         num_nodes = data.num_nodes
         graph, weight = run.prepare_graph(data.edge_index, num_nodes)
-        shard = run.shard
-        # ddp: independent walks on every rank (seeded seed + rank).
+        # ddp: independent walks on every rank (each its own seed).
         sampler = RandomWalkSampler(data.edge_index, num_nodes, config.saint_roots_for(num_nodes),
                                     config.saint_walk_length,
-                                    seed=config.seed + (shard.rank if shard else 0),
+                                    seed=run.shards.rank_seed(config.seed),
                                     subgraph_edge_index=graph)
         start = time.perf_counter()
         # PyG's sample_coverage: subgraphs until coverage * N nodes were drawn;
@@ -99,11 +97,8 @@ class Saint(Technique):
             edge_weight = None
             run.stats["saint_aggregator_norm"] = False
         loss_scale = num_nodes / int(data.train_mask.sum())
-        steps = max(1, math.ceil(num_nodes / first))
-        if shard is not None and shard.world_size > 1:
-            # Every rank must take as many steps (DDP all-reduces in each):
-            # the largest count, an epoch's work then split across the ranks.
-            steps = max_over_ranks(math.ceil(steps / shard.world_size), shard, run.device)
+        # ddp: the epoch's draws split across the ranks, all taking as many.
+        steps = run.shards.steps(max(1, math.ceil(num_nodes / first)), run.device)
         run.stats["saint_steps_per_epoch"] = steps
         run.dynamic_shapes = True
 

@@ -6,7 +6,6 @@ from typing import Iterable
 
 from torch_geometric.data import Data
 
-from gnnperf.shards import ShardedBatches
 from gnnperf.sampling import make_neighbor_loader
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
@@ -23,10 +22,10 @@ class Sampled(Technique):
         # Only what a step reads travels with each batch (masks, names don't).
         data = Data(x=run.data.x, y=run.data.y, edge_index=run.data.edge_index,
                     num_nodes=run.data.num_nodes)
-        sharding = {}
-        if run.shard is not None:  # ddp: this rank's batches of each epoch's seeds
-            sharding["batch_sampler"] = ShardedBatches(int(run.data.train_mask.sum()),
-                                                       config.batch_size, run.shard, config.seed)
+        # ddp: this rank's batches of each epoch's seeds.
+        shard_batches = run.shards.seed_batches(int(run.data.train_mask.sum()),
+                                                config.batch_size, config.seed)
+        sharding = {} if shard_batches is None else {"batch_sampler": shard_batches}
         loader = make_neighbor_loader(
             data, config.fanout_per_layer(), config.batch_size,
             input_nodes=run.data.train_mask, shuffle=True, seed=config.seed,

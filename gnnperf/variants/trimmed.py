@@ -85,7 +85,7 @@ class Trimmed(Technique):
             batch.layers = layers
             return batch
 
-        if run.minibatch:
+        if run.variant.minibatch:
             run.subgraph_batch = subgraph_batch
             return
         start = time.perf_counter()
