@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from gnnperf.gate import warm
 from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 
@@ -110,11 +111,11 @@ def _registry_error(arm: Arm, stderr: str) -> GnnperfError:
 
 def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
     """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
-    proc = subprocess.run(_worker_cmd("probe", arm, probe_names=names), capture_output=True,
-                          text=True, env=worker_env())
+    proc = warm.start(_worker_cmd("probe", arm, probe_names=names), worker_env(), stdin=False)
+    stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        raise _registry_error(arm, proc.stderr)
-    return _arm_probe(arm, json.loads(proc.stdout.strip().splitlines()[-1]))
+        raise _registry_error(arm, stderr)
+    return _arm_probe(arm, json.loads(stdout.strip().splitlines()[-1]))
 
 
 class ProbedWorker:
@@ -233,11 +234,9 @@ def _worker_cmd(mode: str, arm: Arm, cases: list[Case] = (),
             "--instrument", str(INSTRUMENT), *what]
 
 
-def _serving(cmd: list[str]) -> subprocess.Popen:
+def _serving(cmd: list[str]):
     """A worker that reads requests on stdin and answers a line each."""
-    return subprocess.Popen(cmd, env=worker_env(), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            bufsize=1)
+    return warm.start(cmd, worker_env())
 
 
 def resolve_commit(ref: str, repo: Path | str = ".") -> str:
@@ -259,9 +258,8 @@ def run_work(arms: dict[str, Arm], cases: list[Case],
     procs: dict[str, subprocess.Popen] = {}
     try:
         for name, arm in arms.items():
-            procs[name] = started[name].give(cases) if started else subprocess.Popen(
-                _worker_cmd("work", arm, cases), env=worker_env(), stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True)
+            procs[name] = started[name].give(cases) if started else warm.start(
+                _worker_cmd("work", arm, cases), worker_env(), stdin=False)
     except BaseException:  # one arm's worker died: stop the other
         for proc in procs.values():
             proc.kill()

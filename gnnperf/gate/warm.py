@@ -1,0 +1,199 @@
+"""Gate workers started from a warm interpreter: forked from Python's
+multiprocessing forkserver, which imported torch and torch_geometric once,
+instead of a fresh interpreter importing them again for every worker.
+
+A gate run starts one worker per arm per process set, and bisect a gate per
+step: measured on the 2-core CI machines, a worker's interpreter start and
+those imports are 1.9-2.3 CPU-s of a probe's or a short time worker's
+2.3 s, about 100 CPU-s of the test suite's gate and bisect tests. The
+forked worker is the same ``worker.py`` run as ``__main__`` with the same
+argv, environment and stdio pipes; gnnperf itself is never preloaded (each
+worker imports its arm's tree). A worker is forked only when it would run
+under this interpreter and agree with the server on every variable read
+when an interpreter, torch or PyG starts (:data:`START_TIME`:
+``PYTHONHASHSEED``, ``OMP_NUM_THREADS``, ``TORCH_CPP_LOG_LEVEL``, ...): those
+cannot change in a fork, while the rest (``PYTEST_CURRENT_TEST`` changes
+every test) is the worker's own, set before it runs. Any other worker
+(another arm's Python, another start-time environment) starts cold, as a
+subprocess. ``GNNPERF_GATE_COLD=1`` starts every worker cold."""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from multiprocessing.connection import Connection
+
+COLD_ENV = "GNNPERF_GATE_COLD"
+#: What the server imports once: the environment's, never the arm's gnnperf.
+PRELOAD = ["torch", "torch_geometric"]
+
+# Run in the forked child by builtins.exec (picklable by reference, unlike a
+# function of gnnperf's, whose unpickling would import this checkout's
+# gnnperf before the worker puts its arm's tree first).
+_TRAMPOLINE = """
+import os, runpy, sys
+for _conn, _fd in zip(fds, (0, 1, 2)):
+    os.dup2(_conn.fileno(), _fd)
+    _conn.close()
+os.environ.clear()
+os.environ.update(env)
+sys.stdin = open(0, closefd=False)
+sys.stdout = open(1, "w", buffering=1, closefd=False)
+sys.stderr = open(2, "w", buffering=1, closefd=False)
+sys.argv = list(argv)
+try:
+    runpy.run_path(argv[0], run_name="__main__")
+finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+"""
+
+#: Prefixes of the variables read when a process starts: Python's own, the
+#: C runtime's and allocator's, OpenMP/BLAS pools', CUDA's, torch's and PyG's.
+START_TIME = ("PYTHON", "LD_", "MALLOC", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_",
+              "CUDA", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH", "PYG_")
+
+_lock = threading.Lock()
+_server_env: dict | None = None
+_live: "weakref.WeakSet[WarmWorker]" = weakref.WeakSet()
+
+
+def _start_time(env: dict) -> dict:
+    return {key: value for key, value in env.items() if key.startswith(START_TIME)}
+
+
+def _context(env: dict):
+    """The forkserver context with its server started under :obj:`env`'s
+    start-time variables, or ``None`` when a worker with :obj:`env` cannot
+    be forked. A server started under other values is replaced when none of
+    its workers is alive (a live one's exit status comes through it)."""
+    global _server_env
+    if os.environ.get(COLD_ENV) == "1" or "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    wanted = _start_time(env)
+    with _lock:
+        if _server_env is not None and wanted != _server_env:
+            if any(worker.poll() is None for worker in _live):
+                return None
+            _stop_server()
+            _server_env = None
+        if _server_env is None:
+            from multiprocessing import forkserver
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+            saved = dict(os.environ)
+            os.environ.update(env)  # the server's own start: its children inherit it
+            try:
+                forkserver.ensure_running()
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            _server_env = wanted
+        return multiprocessing.get_context("forkserver")
+
+
+def _stop_server() -> None:
+    """Stops multiprocessing's forkserver so the next start takes a new
+    environment. CPython's private ``ForkServer._stop`` (3.8-3.13; its test
+    suite's way): the one private touch point here, its canary in
+    tests/test_warm.py."""
+    from multiprocessing import forkserver
+    forkserver._forkserver._stop()
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """multiprocessing re-imports the parent's ``__main__`` in every child
+    it starts (as ``__mp_main__``), unless it is a package's ``__main__``
+    (``python -m gnnperf``): the ``gnnperf`` console script would import
+    this checkout's gnnperf into a worker that must import its arm's. The
+    worker is a script of its own and needs no main of ours, so the start
+    sees none."""
+    main = sys.modules["__main__"]
+    saved = main.__dict__.get("__spec__"), main.__dict__.get("__file__", _ABSENT)
+    main.__spec__ = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = saved[0]
+        if saved[1] is not _ABSENT:
+            main.__file__ = saved[1]
+
+
+_ABSENT = object()
+
+
+class WarmWorker:
+    """A forked worker with a :class:`subprocess.Popen`'s face: text
+    ``stdin``/``stdout``/``stderr`` pipes, ``pid``, ``returncode``,
+    :meth:`wait`, :meth:`kill` and :meth:`communicate`."""
+
+    def __init__(self, ctx, cmd: list[str], env: dict) -> None:
+        self.args = cmd
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        child_ends = [Connection(in_r, writable=False), Connection(out_w, readable=False),
+                      Connection(err_w, readable=False)]
+        self._process = ctx.Process(target=exec, daemon=False, args=(
+            _TRAMPOLINE, {"argv": cmd[1:], "env": env, "fds": child_ends}))
+        try:
+            with _main_hidden():
+                self._process.start()
+        finally:
+            for conn in child_ends:  # the child has its own copies now
+                conn.close()
+        self.stdin = open(in_w, "w", buffering=1)
+        self.stdout = open(out_r)
+        self.stderr = open(err_r)
+        self.pid = self._process.pid
+        _live.add(self)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self._process.exitcode
+
+    def kill(self) -> None:
+        if self._process.exitcode is None:
+            self._process.kill()
+
+    def communicate(self) -> tuple[str, str]:
+        """Everything the worker writes (stderr read beside stdout, so a
+        full stderr pipe never blocks it) once it exits."""
+        self.stdin.close()
+        errors: list[str] = []
+        reader = threading.Thread(target=lambda: errors.append(self.stderr.read()))
+        reader.start()
+        out = self.stdout.read()
+        reader.join()
+        self.wait()
+        return out, errors[0]
+
+
+def start(cmd: list[str], env: dict, stdin: bool = True):
+    """``cmd`` (``[python, worker.py, args...]``) as a worker with text pipes:
+    forked warm when ``cmd[0]`` is this interpreter and :obj:`env` the
+    server's, else a cold :class:`subprocess.Popen` (stdin a pipe only with
+    :obj:`stdin`)."""
+    # Paths compared as written: two virtual environments' pythons are links
+    # to one binary, with different packages.
+    ctx = _context(env) if os.path.abspath(cmd[0]) == os.path.abspath(sys.executable) else None
+    if ctx is not None:
+        return WarmWorker(ctx, cmd, env)
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1)
