@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
+from gnnperf import warm
 from gnnperf.errors import GnnperfError
 # The process-group layer the techniques use, re-exported: the launcher's API too.
 from gnnperf.shards import (TIMEOUT_S, AllReduceTimer, Shard, ShardedBatches,
@@ -44,11 +45,14 @@ def launch(world_size: int, entrypoint: Callable[..., Any], *args: Any) -> dict[
 
     if world_size < 1:
         raise GnnperfError(f"--world-size must be >= 1, got {world_size}")
+    # Ranks forked from the warm interpreter (gnnperf.warm) skip importing
+    # torch and PyG again: about 2.5 CPU-s per rank on the CI machines.
+    start_method, handover = warm.rank_context()
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
         rdzv_backend="c10d", rdzv_endpoint=f"{LOOPBACK}:{free_port()}",
         rdzv_configs={"timeout": TIMEOUT_S}, max_restarts=0, monitor_interval=0.1,
-        start_method="spawn", logs_specs=DefaultLogsSpecs(), local_addr=LOOPBACK,
+        start_method=start_method, logs_specs=DefaultLogsSpecs(), local_addr=LOOPBACK,
         shutdown_timeout=5)
     # The launcher logs a failed rank's whole traceback; the one line below says it.
     quiet = [logging.getLogger(name) for name in (
@@ -58,7 +62,8 @@ def launch(world_size: int, entrypoint: Callable[..., Any], *args: Any) -> dict[
         logger.setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="gnnperf-ranks-") as report_dir:
         try:
-            return elastic_launch(config, _recording_rank)(report_dir, entrypoint, *args)
+            return elastic_launch(config, _recording_rank)(report_dir, handover, entrypoint,
+                                                           *args)
         except ChildFailedError as exc:
             # A rank that fails first takes the others' collectives down with
             # it, and its echo (a closed connection on a rank that exits
@@ -83,10 +88,13 @@ def launch(world_size: int, entrypoint: Callable[..., Any], *args: Any) -> dict[
                 logger.setLevel(level)
 
 
-def _recording_rank(report_dir: str, entrypoint: Callable[..., Any], *args: Any) -> Any:
-    """Runs one rank's :obj:`entrypoint`; an exception is written to
+def _recording_rank(report_dir: str, handover: tuple[dict, dict] | None,
+                    entrypoint: Callable[..., Any], *args: Any) -> Any:
+    """Runs one rank's :obj:`entrypoint` in the launcher's environment
+    (:func:`gnnperf.warm.adopt_environment`); an exception is written to
     ``report_dir/<rank>`` (time and one line) before it propagates, that is
     before this rank's sockets close and its peers fail in turn."""
+    warm.adopt_environment(handover)
     try:
         return entrypoint(*args)
     except Exception as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnnperf import distributed
+from gnnperf import distributed, warm
 from gnnperf.distributed import Shard, ShardedBatches
 from gnnperf.errors import GnnperfError
 from gnnperf.variants import TrainConfig, get_variant
@@ -179,6 +179,28 @@ def _fail_late_or_echo() -> None:
         raise RuntimeError("the real fault")
     time.sleep(1.0)
     raise RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:3970")
+
+
+def _rank_environment() -> dict:
+    import sys
+    return {"marker": os.environ.get("GNNPERF_TEST_MARKER"), "rank": os.environ["RANK"],
+            "world": os.environ["WORLD_SIZE"], "hash": hash("gnnperf"),
+            "torch_preloaded": "torch" in sys.modules}
+
+
+@TWO_RANKS
+def test_forked_ranks_see_the_launchers_environment_and_their_own_rank(monkeypatch):
+    # Ranks fork from the warm interpreter (gnnperf.warm), started by an
+    # earlier launch with other variables: each must still see the launcher's
+    # environment of now, with the launcher's rank variables on top.
+    monkeypatch.setenv("GNNPERF_TEST_MARKER", "before")
+    distributed.launch(1, _rank_environment)
+    monkeypatch.setenv("GNNPERF_TEST_MARKER", "now")
+    ranks = distributed.launch(2, _rank_environment)
+    assert [ranks[r]["rank"] for r in (0, 1)] == ["0", "1"]
+    assert all(r["world"] == "2" and r["marker"] == "now" for r in ranks.values())
+    assert ranks[0]["hash"] == ranks[1]["hash"]  # PYTHONHASHSEED fixed, as the gate's workers
+    assert warm.rank_context()[0] == "forkserver"
 
 
 @TWO_RANKS

@@ -1,4 +1,4 @@
-"""Gate workers forked from the warm interpreter (``gnnperf.gate.warm``):
+"""Gate workers forked from the warm interpreter (``gnnperf.warm``):
 what a worker sees is what a fresh interpreter would give it (argv, its own
 environment, the fixed hash seed, stdio pipes, exit status), and a worker
 the server cannot stand in for starts cold."""
@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from gnnperf.gate import arms, warm
+from gnnperf import warm
+from gnnperf.gate import arms
 
 ECHO = """
 import json, os, sys

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gnnperf.gate import warm
+from gnnperf import warm
 from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 
@@ -216,8 +216,9 @@ def copy_tree(src: Path, dest: Path) -> Path:
 
 
 def worker_env() -> dict:
-    """One intra-op thread (also for OpenMP/MKL pools) and a fixed hash seed."""
-    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+    """One intra-op thread (also for OpenMP/MKL pools) and a fixed hash seed
+    (:data:`gnnperf.warm.FIXED_START`)."""
+    return warm.worker_env()
 
 
 def _cases_json(cases: list[Case]) -> list[dict]:

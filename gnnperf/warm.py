@@ -1,11 +1,13 @@
-"""Gate workers started from a warm interpreter: forked from Python's
+"""Processes started from a warm interpreter: forked from Python's
 multiprocessing forkserver, which imported torch and torch_geometric once,
-instead of a fresh interpreter importing them again for every worker.
+instead of a fresh interpreter importing them again for every process. The
+gate's workers (:func:`start`) and the data-parallel ranks
+(:func:`rank_context`, :func:`adopt_environment`) start so.
 
 A gate run starts one worker per arm per process set, and bisect a gate per
 step: measured on the 2-core CI machines, a worker's interpreter start and
 those imports are 1.9-2.3 CPU-s of a probe's or a short time worker's
-2.3 s, about 100 CPU-s of the test suite's gate and bisect tests. The
+2.3 s (a one-case gate: 16.9 s cold, 8.5 s warm). The
 forked worker is the same ``worker.py`` run as ``__main__`` with the same
 argv, environment and stdio pipes; gnnperf itself is never preloaded (each
 worker imports its arm's tree). A worker is forked only when it would run
@@ -28,6 +30,9 @@ import weakref
 from multiprocessing.connection import Connection
 
 COLD_ENV = "GNNPERF_GATE_COLD"
+#: What every forked process starts with: one intra-op thread (also for the
+#: OpenMP/MKL pools; a rank or worker sets its own count) and a fixed hash seed.
+FIXED_START = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 #: What the server imports once: the environment's, never the arm's gnnperf.
 PRELOAD = ["torch", "torch_geometric"]
 
@@ -58,12 +63,24 @@ START_TIME = ("PYTHON", "LD_", "MALLOC", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENB
               "CUDA", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH", "PYG_")
 
 _lock = threading.Lock()
-_server_env: dict | None = None
+_server_env: dict | None = None  # its start-time variables
+_server_full_env: dict = {}  # its whole environment, which its forks inherit
 _live: "weakref.WeakSet[WarmWorker]" = weakref.WeakSet()
 
 
+#: ...but read by the launcher when it launches: torch's elastic launcher sets
+#: TORCHELASTIC_SIGNALS_TO_HANDLE in its own environment for good.
+LAUNCH_TIME = ("TORCHELASTIC_",)
+
+
 def _start_time(env: dict) -> dict:
-    return {key: value for key, value in env.items() if key.startswith(START_TIME)}
+    return {key: value for key, value in env.items()
+            if key.startswith(START_TIME) and not key.startswith(LAUNCH_TIME)}
+
+
+def worker_env() -> dict:
+    """This process's environment with :data:`FIXED_START`."""
+    return dict(os.environ, **FIXED_START)
 
 
 def _context(env: dict):
@@ -93,6 +110,8 @@ def _context(env: dict):
                 os.environ.clear()
                 os.environ.update(saved)
             _server_env = wanted
+            _server_full_env.clear()
+            _server_full_env.update(env)
         return multiprocessing.get_context("forkserver")
 
 
@@ -197,3 +216,29 @@ def start(cmd: list[str], env: dict, stdin: bool = True):
     return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             bufsize=1)
+
+
+def rank_context() -> tuple[str, tuple[dict, dict] | None]:
+    """The start method of data-parallel ranks (``forkserver`` when this
+    interpreter's server can fork them, else ``spawn``) and, for forked
+    ranks, what :func:`adopt_environment` needs: the launcher's environment
+    and the server's, which the fork inherited."""
+    env = worker_env()
+    if _context(env) is None:
+        return "spawn", None
+    return "forkserver", (env, dict(_server_full_env))
+
+
+def adopt_environment(handover: tuple[dict, dict] | None) -> None:
+    """In a forked rank: the launcher's environment, with what the launcher
+    (``torch.distributed.elastic``: ``RANK``, ``MASTER_PORT``, ...) set for
+    this rank on top of the server's inherited one. A spawned rank
+    (``None``) has the launcher's already."""
+    if handover is None:
+        return
+    launcher, server = handover
+    for_this_rank = {key: value for key, value in os.environ.items()
+                     if server.get(key) != value}
+    os.environ.clear()
+    os.environ.update(launcher)
+    os.environ.update(for_this_rank)
