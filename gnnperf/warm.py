@@ -17,7 +17,7 @@ when an interpreter, torch or PyG starts (:data:`START_TIME`:
 cannot change in a fork, while the rest (``PYTEST_CURRENT_TEST`` changes
 every test) is the worker's own, set before it runs. Any other worker
 (another arm's Python, another start-time environment) starts cold, as a
-subprocess. ``GNNPERF_GATE_COLD=1`` starts every worker cold."""
+subprocess. ``GNNPERF_COLD_START=1`` starts every worker cold."""
 from __future__ import annotations
 
 import contextlib
@@ -29,7 +29,7 @@ import threading
 import weakref
 from multiprocessing.connection import Connection
 
-COLD_ENV = "GNNPERF_GATE_COLD"
+COLD_ENV = "GNNPERF_COLD_START"
 #: What every forked process starts with: one intra-op thread (also for the
 #: OpenMP/MKL pools; a rank or worker sets its own count) and a fixed hash seed.
 FIXED_START = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
