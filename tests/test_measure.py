@@ -154,3 +154,30 @@ def test_measure_variant_takes_the_parsed_variant_and_the_loaded_dataset(cora_da
         measure_variant("baseline", cora_dataset)
     with pytest.raises(TypeError, match=r"gnnperf.Dataset\(graph\)"):
         measure_variant(get_variant("baseline"), cora_dataset.graph)
+
+
+def test_the_runs_collections_skip_what_was_built_and_leave_the_collector_as_it_was(
+        cora_dataset, monkeypatch):
+    import gc
+
+    from gnnperf.measure import workcount
+    frozen_while_profiled = []
+    profile = workcount.profile_work
+
+    def watched(fn):
+        frozen_while_profiled.append(gc.get_freeze_count())
+        return profile(fn)
+    monkeypatch.setattr(workcount, "profile_work", watched)
+    config = TrainConfig(epochs=3, seed=0)
+    assert gc.get_freeze_count() == 0
+    result = measure_variant(get_variant("cluster"), cora_dataset, config, "cpu", 2)
+    # Every profiled step of the memory epoch ran with the built objects frozen...
+    assert len(frozen_while_profiled) == result.steps_per_epoch and min(frozen_while_profiled) > 0
+    assert gc.get_freeze_count() == 0  # ...and nothing stays frozen after the run
+    gc.freeze()  # a caller's own frozen objects stay frozen
+    try:
+        before = gc.get_freeze_count()
+        measure_variant(get_variant("baseline"), cora_dataset, config, "cpu", 2)
+        assert gc.get_freeze_count() > before // 2  # not unfrozen (some die by refcount)
+    finally:
+        gc.unfreeze()
