@@ -60,7 +60,7 @@ finally:
 #: Prefixes of the variables read when a process starts: Python's own, the
 #: C runtime's and allocator's, OpenMP/BLAS pools', CUDA's, torch's and PyG's.
 START_TIME = ("PYTHON", "LD_", "MALLOC", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_",
-              "CUDA", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH", "PYG_")
+              "CUDA", "NVIDIA_", "NCCL_", "TORCH", "PYTORCH", "PYG_", "LANG", "LC_")
 
 _lock = threading.Lock()
 _server_env: dict | None = None  # its start-time variables
@@ -83,36 +83,39 @@ def worker_env() -> dict:
     return dict(os.environ, **FIXED_START)
 
 
-def _context(env: dict):
-    """The forkserver context with its server started under :obj:`env`'s
-    start-time variables, or ``None`` when a worker with :obj:`env` cannot
-    be forked. A server started under other values is replaced when none of
-    its workers is alive (a live one's exit status comes through it)."""
+def _forkable(env: dict) -> bool:
+    """Whether a process with :obj:`env` can fork from the server, which is
+    made sure to run (started, or started again after it died) under
+    :obj:`env`'s start-time variables. A server started under other values
+    is replaced when none of its workers is alive (a live one's exit status
+    comes through it). Called with :data:`_lock` held."""
     global _server_env
     if os.environ.get(COLD_ENV) == "1" or "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
+        return False
     wanted = _start_time(env)
-    with _lock:
-        if _server_env is not None and wanted != _server_env:
-            if any(worker.poll() is None for worker in _live):
-                return None
-            _stop_server()
-            _server_env = None
-        if _server_env is None:
-            from multiprocessing import forkserver
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(PRELOAD)
-            saved = dict(os.environ)
-            os.environ.update(env)  # the server's own start: its children inherit it
-            try:
-                forkserver.ensure_running()
-            finally:
-                os.environ.clear()
-                os.environ.update(saved)
-            _server_env = wanted
-            _server_full_env.clear()
-            _server_full_env.update(env)
-        return multiprocessing.get_context("forkserver")
+    if _server_env is not None and wanted != _server_env:
+        if any(worker.poll() is None for worker in _live):
+            return False
+        _stop_server()
+    from multiprocessing import forkserver
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    # The server's own start (its children inherit its environment). Not the
+    # test runner's current-test variable: PyG's import runs CUDA ops when
+    # it is set (and pyg_lib present), which no forked child could use.
+    server_env = {key: value for key, value in env.items() if key != "PYTEST_CURRENT_TEST"}
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(server_env)
+    try:
+        forkserver.ensure_running()  # a no-op while it runs
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if _server_env != wanted:
+        _server_env = wanted
+        _server_full_env.clear()
+        _server_full_env.update(server_env)
+    return True
 
 
 def _stop_server() -> None:
@@ -152,18 +155,24 @@ class WarmWorker:
     ``stdin``/``stdout``/``stderr`` pipes, ``pid``, ``returncode``,
     :meth:`wait`, :meth:`kill` and :meth:`communicate`."""
 
-    def __init__(self, ctx, cmd: list[str], env: dict) -> None:
+    def __init__(self, cmd: list[str], env: dict) -> None:
+        """Forks :obj:`cmd`; called with :data:`_lock` held, the server running."""
         self.args = cmd
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         child_ends = [Connection(in_r, writable=False), Connection(out_w, readable=False),
                       Connection(err_w, readable=False)]
-        self._process = ctx.Process(target=exec, daemon=False, args=(
-            _TRAMPOLINE, {"argv": cmd[1:], "env": env, "fds": child_ends}))
+        self._process = multiprocessing.get_context("forkserver").Process(
+            target=exec, daemon=False,
+            args=(_TRAMPOLINE, {"argv": cmd[1:], "env": env, "fds": child_ends}))
         try:
             with _main_hidden():
                 self._process.start()
+        except BaseException:
+            for fd in (in_w, out_r, err_r):
+                os.close(fd)
+            raise
         finally:
             for conn in child_ends:  # the child has its own copies now
                 conn.close()
@@ -193,12 +202,18 @@ class WarmWorker:
     def communicate(self) -> tuple[str, str]:
         """Everything the worker writes (stderr read beside stdout, so a
         full stderr pipe never blocks it) once it exits."""
-        self.stdin.close()
-        errors: list[str] = []
-        reader = threading.Thread(target=lambda: errors.append(self.stderr.read()))
+        if not self.stdin.closed:
+            self.stdin.close()
+        errors = [""]
+
+        def read_errors() -> None:
+            errors[0] = self.stderr.read()
+        reader = threading.Thread(target=read_errors)
         reader.start()
         out = self.stdout.read()
         reader.join()
+        self.stdout.close()
+        self.stderr.close()
         self.wait()
         return out, errors[0]
 
@@ -210,9 +225,13 @@ def start(cmd: list[str], env: dict, stdin: bool = True):
     :obj:`stdin`)."""
     # Paths compared as written: two virtual environments' pythons are links
     # to one binary, with different packages.
-    ctx = _context(env) if os.path.abspath(cmd[0]) == os.path.abspath(sys.executable) else None
-    if ctx is not None:
-        return WarmWorker(ctx, cmd, env)
+    if os.path.abspath(cmd[0]) == os.path.abspath(sys.executable):
+        with _lock:  # no restart of the server between its check and this fork
+            if _forkable(env):
+                worker = WarmWorker(cmd, env)
+                if not stdin:  # end of input at once, as DEVNULL gives a cold one
+                    worker.stdin.close()
+                return worker
     return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             bufsize=1)
@@ -223,10 +242,20 @@ def rank_context() -> tuple[str, tuple[dict, dict] | None]:
     interpreter's server can fork them, else ``spawn``) and, for forked
     ranks, what :func:`adopt_environment` needs: the launcher's environment
     and the server's, which the fork inherited."""
-    env = worker_env()
-    if _context(env) is None:
-        return "spawn", None
-    return "forkserver", (env, dict(_server_full_env))
+    with _lock:
+        if not _forkable(worker_env()):
+            return "spawn", None
+        # The variables a spawned rank would see (the launcher's own); the
+        # start-time ones are the server's (a fixed hash seed, one thread
+        # per pool until the rank sets its count).
+        return "forkserver", (dict(os.environ), dict(_server_full_env))
+
+
+#: What torch's elastic launcher sets for each rank (kept even where the
+#: server's inherited environment happened to hold the same value).
+ELASTIC_RANK_VARIABLES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                          "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                          "NCCL_ASYNC_ERROR_HANDLING"}
 
 
 def adopt_environment(handover: tuple[dict, dict] | None) -> None:
@@ -238,7 +267,8 @@ def adopt_environment(handover: tuple[dict, dict] | None) -> None:
         return
     launcher, server = handover
     for_this_rank = {key: value for key, value in os.environ.items()
-                     if server.get(key) != value}
+                     if server.get(key) != value or key in ELASTIC_RANK_VARIABLES
+                     or key.startswith(("TORCHELASTIC_", "GROUP_", "ROLE_"))}
     os.environ.clear()
     os.environ.update(launcher)
     os.environ.update(for_this_rank)

@@ -184,11 +184,11 @@ def _fail_late_or_echo() -> None:
 def _rank_environment() -> dict:
     import sys
     return {"marker": os.environ.get("GNNPERF_TEST_MARKER"), "rank": os.environ["RANK"],
-            "world": os.environ["WORLD_SIZE"], "hash": hash("gnnperf"),
-            "torch_preloaded": "torch" in sys.modules}
+            "world": os.environ["WORLD_SIZE"], "torch_preloaded": "torch" in sys.modules}
 
 
 @TWO_RANKS
+@pytest.mark.skipif(os.environ.get(warm.COLD_ENV) == "1", reason="ranks are spawned cold")
 def test_forked_ranks_see_the_launchers_environment_and_their_own_rank(monkeypatch):
     # Ranks fork from the warm interpreter (gnnperf.warm), started by an
     # earlier launch with other variables: each must still see the launcher's
@@ -198,8 +198,8 @@ def test_forked_ranks_see_the_launchers_environment_and_their_own_rank(monkeypat
     monkeypatch.setenv("GNNPERF_TEST_MARKER", "now")
     ranks = distributed.launch(2, _rank_environment)
     assert [ranks[r]["rank"] for r in (0, 1)] == ["0", "1"]
-    assert all(r["world"] == "2" and r["marker"] == "now" for r in ranks.values())
-    assert ranks[0]["hash"] == ranks[1]["hash"]  # PYTHONHASHSEED fixed, as the gate's workers
+    assert all(r["world"] == "2" and r["marker"] == "now" and r["torch_preloaded"]
+               for r in ranks.values())
     assert warm.rank_context()[0] == "forkserver"
 
 

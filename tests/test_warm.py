@@ -8,15 +8,20 @@ import json
 import subprocess
 import sys
 
+import os
+
 import pytest
 
 from gnnperf import warm
-from gnnperf.gate import arms
+
+pytestmark = pytest.mark.skipif(os.environ.get(warm.COLD_ENV) == "1",
+                                reason=f"{warm.COLD_ENV}=1: every process starts cold")
 
 ECHO = """
 import json, os, sys
 line = sys.stdin.readline()
 print(json.dumps({"argv": sys.argv, "got": line.strip(), "hash": hash("gnnperf"),
+                  "server": os.getppid(),
                   "marker": os.environ.get("GNNPERF_TEST_MARKER"),
                   "gnnperf_loaded": "gnnperf" in sys.modules,
                   "torch_loaded": "torch" in sys.modules}), flush=True)
@@ -34,13 +39,13 @@ def echo(tmp_path):
 
 def _hash_with_seed_0() -> int:
     out = subprocess.run([sys.executable, "-c", "print(hash('gnnperf'))"], capture_output=True,
-                         text=True, env={**arms.worker_env(), "PYTHONHASHSEED": "0"}, check=True)
+                         text=True, env={**warm.worker_env(), "PYTHONHASHSEED": "0"}, check=True)
     return int(out.stdout)
 
 
 def test_a_warm_worker_gets_its_argv_environment_pipes_and_exit_status(echo, monkeypatch):
     monkeypatch.setenv("GNNPERF_TEST_MARKER", "first")
-    first = warm.start([sys.executable, echo, "0"], arms.worker_env())
+    first = warm.start([sys.executable, echo, "0"], warm.worker_env())
     assert isinstance(first, warm.WarmWorker)
     first.stdin.write("hello\n")
     reply = json.loads(first.stdout.readline())
@@ -54,17 +59,18 @@ def test_a_warm_worker_gets_its_argv_environment_pipes_and_exit_status(echo, mon
 
     # A variable read only at run time changes per worker; the exit status comes back.
     monkeypatch.setenv("GNNPERF_TEST_MARKER", "second")
-    second = warm.start([sys.executable, echo, "3"], arms.worker_env())
+    second = warm.start([sys.executable, echo, "3"], warm.worker_env())
     assert isinstance(second, warm.WarmWorker)
     out, _ = second.communicate()
     assert json.loads(out)["marker"] == "second" and second.returncode == 3
+    assert json.loads(out)["server"] == reply["server"]  # both forked by one server
 
 
 def test_a_worker_the_server_cannot_stand_in_for_starts_cold(echo, monkeypatch):
-    alive = warm.start([sys.executable, echo, "0"], arms.worker_env())  # waits on stdin
+    alive = warm.start([sys.executable, echo, "0"], warm.worker_env())  # waits on stdin
     # A variable read when torch starts, while a worker of the server lives:
     # a fork would keep the server's value, and a restart would orphan it.
-    changed = {**arms.worker_env(), "TORCH_CPP_LOG_LEVEL": "INFO"}
+    changed = {**warm.worker_env(), "TORCH_CPP_LOG_LEVEL": "INFO"}
     cold = warm.start([sys.executable, echo, "0"], changed)
     assert isinstance(cold, subprocess.Popen)
     out, _ = cold.communicate("x\n")
@@ -72,7 +78,7 @@ def test_a_worker_the_server_cannot_stand_in_for_starts_cold(echo, monkeypatch):
     alive.communicate()
     assert alive.returncode == 0
     monkeypatch.setenv(warm.COLD_ENV, "1")
-    assert isinstance(warm.start([sys.executable, echo, "0"], arms.worker_env(),
+    assert isinstance(warm.start([sys.executable, echo, "0"], warm.worker_env(),
                                  stdin=False), subprocess.Popen)
 
 
@@ -85,7 +91,7 @@ def test_the_parents_main_script_is_not_run_in_a_worker(echo, tmp_path, monkeypa
     main = sys.modules["__main__"]
     monkeypatch.setattr(main, "__spec__", None, raising=False)
     monkeypatch.setattr(main, "__file__", str(script), raising=False)
-    worker = warm.start([sys.executable, echo, "0"], arms.worker_env())
+    worker = warm.start([sys.executable, echo, "0"], warm.worker_env())
     assert isinstance(worker, warm.WarmWorker)
     out, _ = worker.communicate()
     assert worker.returncode == 0 and not marker.exists()
@@ -95,12 +101,14 @@ def test_the_parents_main_script_is_not_run_in_a_worker(echo, tmp_path, monkeypa
 def test_a_changed_start_time_environment_restarts_an_idle_server(echo, monkeypatch):
     # The gnnperf CLI sets TORCH_CPP_LOG_LEVEL for good: later gates must not
     # all start cold because an earlier one started the server without it.
-    warm.start([sys.executable, echo, "0"], arms.worker_env()).communicate()
+    before, _ = warm.start([sys.executable, echo, "0"], warm.worker_env(),
+                           stdin=False).communicate()
     monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "WARNING")
-    worker = warm.start([sys.executable, echo, "0"], arms.worker_env())
+    worker = warm.start([sys.executable, echo, "0"], warm.worker_env(), stdin=False)
     assert isinstance(worker, warm.WarmWorker)
-    worker.communicate()
+    after, _ = worker.communicate()
     assert worker.returncode == 0
+    assert json.loads(after)["server"] != json.loads(before)["server"]  # a new server
 
 
 def test_canary_multiprocessing_forkserver_can_be_stopped():

@@ -111,7 +111,7 @@ def _registry_error(arm: Arm, stderr: str) -> GnnperfError:
 
 def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
     """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
-    proc = warm.start(_worker_cmd("probe", arm, probe_names=names), worker_env(), stdin=False)
+    proc = warm.start(_worker_cmd("probe", arm, probe_names=names), warm.worker_env(), stdin=False)
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise _registry_error(arm, stderr)
@@ -176,8 +176,10 @@ def _quit(proc: subprocess.Popen) -> None:
 def start_probed(mode: str, arms: dict[str, Arm], names: list[str]
                  ) -> tuple[dict[str, ProbedWorker], dict[str, ArmProbe]]:
     """One :class:`ProbedWorker` per arm (started together) and their probes."""
-    workers = {name: ProbedWorker(mode, arm, names) for name, arm in arms.items()}
+    workers: dict[str, ProbedWorker] = {}
     try:
+        for name, arm in arms.items():  # in the try: a failed start closes the others
+            workers[name] = ProbedWorker(mode, arm, names)
         return workers, {name: w.read_probe() for name, w in workers.items()}
     except BaseException:
         for w in workers.values():
@@ -215,12 +217,6 @@ def copy_tree(src: Path, dest: Path) -> Path:
     return dest
 
 
-def worker_env() -> dict:
-    """One intra-op thread (also for OpenMP/MKL pools) and a fixed hash seed
-    (:data:`gnnperf.warm.FIXED_START`)."""
-    return warm.worker_env()
-
-
 def _cases_json(cases: list[Case]) -> list[dict]:
     return [json.loads(case.to_json()) for case in cases]
 
@@ -237,7 +233,7 @@ def _worker_cmd(mode: str, arm: Arm, cases: list[Case] = (),
 
 def _serving(cmd: list[str]):
     """A worker that reads requests on stdin and answers a line each."""
-    return warm.start(cmd, worker_env())
+    return warm.start(cmd, warm.worker_env())
 
 
 def resolve_commit(ref: str, repo: Path | str = ".") -> str:
@@ -260,7 +256,7 @@ def run_work(arms: dict[str, Arm], cases: list[Case],
     try:
         for name, arm in arms.items():
             procs[name] = started[name].give(cases) if started else warm.start(
-                _worker_cmd("work", arm, cases), worker_env(), stdin=False)
+                _worker_cmd("work", arm, cases), warm.worker_env(), stdin=False)
     except BaseException:  # one arm's worker died: stop the other
         for proc in procs.values():
             proc.kill()
