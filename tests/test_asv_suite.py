@@ -78,6 +78,9 @@ def test_asv_conf_pins_and_no_deps():
 
 _IMPORT_WITHOUT_CUDA = """
 import importlib, pkgutil, sys, torch
+# As asv's forkserver runs it (asv/benchmark.py run_server): the suite warms
+# Inductor and freezes the import there, which must touch no CUDA either.
+sys.argv = ["benchmark.py", "run_server"]
 def refuse(*args, **kwargs):
     raise RuntimeError("CUDA touched while the suite was imported")
 # device_count is allowed: it asks NVML, which makes no CUDA context.
@@ -87,6 +90,10 @@ for name in ("init", "_lazy_init", "is_available", "current_device", "get_device
 import benchmarks
 for module in pkgutil.iter_modules(benchmarks.__path__):
     importlib.import_module(f"benchmarks.{module.name}")
+from torch._inductor import cpu_vec_isa
+assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 1, "the compiler was not warmed"
+import gc
+assert gc.get_freeze_count() > 100_000, "the import was not frozen for the forks"
 print("imported", len(list(pkgutil.iter_modules(benchmarks.__path__))))
 """
 

@@ -49,3 +49,18 @@ def test_a_dispatch_mode_sees_aten_calls_and_their_schemas_say_what_they_write()
     written = [a.name for a in torch_private.schema_arguments(seen[0])
                if a.alias_info is not None and a.alias_info.is_write]
     assert written == ["self"]
+
+
+def test_the_compiler_warm_up_leaves_the_isa_pick_cached(monkeypatch):
+    # What a forked child inherits: once warmed, picking the ISA again (what
+    # every CPU compile does first) starts no probe process.
+    import subprocess
+
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+    torch_private.warm_compiler_for_forks()
+    picked = pick_vec_isa()
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError(f"the ISA was probed again: {args[:1]}")
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_probe)
+    assert pick_vec_isa() is picked
