@@ -20,8 +20,10 @@ every test) is the worker's own, set before it runs. Any other worker
 subprocess. ``GNNPERF_COLD_START=1`` starts every worker cold."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import multiprocessing.util  # its exit hook registered before ours, so ours runs first
 import os
 import subprocess
 import sys
@@ -66,6 +68,9 @@ _lock = threading.Lock()
 _server_env: dict | None = None  # its start-time variables
 _server_full_env: dict = {}  # its whole environment, which its forks inherit
 _live: "weakref.WeakSet[WarmWorker]" = weakref.WeakSet()
+# Every forked process, held even where its WarmWorker was dropped unwaited:
+# multiprocessing still joins it at exit (pruned of the ended at each fork).
+_forked: set = set()
 
 
 #: ...but read by the launcher when it launches: torch's elastic launcher sets
@@ -181,6 +186,8 @@ class WarmWorker:
         self.stderr = open(err_r)
         self.pid = self._process.pid
         _live.add(self)
+        _forked.difference_update([p for p in _forked if p.exitcode is not None])
+        _forked.add(self._process)
 
     @property
     def returncode(self) -> int | None:
@@ -216,6 +223,24 @@ class WarmWorker:
         self.stderr.close()
         self.wait()
         return out, errors[0]
+
+
+def _end_live_workers() -> None:
+    """At exit: ends the workers still alive (a gate that stopped on an
+    error mid-run). multiprocessing joins non-daemon children at exit, after
+    this (atexit runs last-registered first), and a worker still waiting on
+    the stdin whose write end this process holds would never end: the exit
+    hung for good."""
+    for process in list(_forked):
+        if process.exitcode is None:
+            process.kill()
+    for worker in list(_live):
+        for pipe in (worker.stdin, worker.stdout, worker.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+atexit.register(_end_live_workers)
 
 
 def start(cmd: list[str], env: dict, stdin: bool = True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import os
 
@@ -115,3 +116,35 @@ def test_canary_multiprocessing_forkserver_can_be_stopped():
     # warm._stop_server's private CPython API (see its docstring).
     from multiprocessing import forkserver
     assert callable(getattr(forkserver._forkserver, "_stop", None))
+
+
+_LEAVES_A_WORKER_WAITING = """
+import sys
+from gnnperf import warm
+worker = warm.start([sys.executable, sys.argv[1], "0"], warm.worker_env())
+print(worker.pid, flush=True)
+dropped = warm.start([sys.executable, sys.argv[1], "0"], warm.worker_env()).pid
+print(dropped, flush=True)  # its WarmWorker dropped unwaited
+# Exits (as an uncaught error in a gate would) with the worker still
+# waiting on its stdin, whose write end this process holds.
+"""
+
+
+def test_a_process_that_exits_with_a_worker_alive_ends_it_and_does_not_hang(echo, tmp_path):
+    # multiprocessing joins non-daemon children at exit, and a worker waiting
+    # on stdin never ends while its parent lives: the exit hung for good.
+    script = tmp_path / "leaves_one.py"
+    script.write_text(_LEAVES_A_WORKER_WAITING)
+    out = subprocess.run([sys.executable, str(script), echo], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for pid in map(int, out.stdout.split()):
+        deadline = time.monotonic() + 10  # its server reaps it
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"worker {pid} was left alive after its parent exited")
