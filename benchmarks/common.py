@@ -730,12 +730,14 @@ def _prepare_forkserver() -> None:
     """In asv's forkserver (``asv/benchmark.py run_server``), which imports
     the suite once and forks every benchmark and ``setup_cache`` from it:
 
-    - Inductor's start-up (its import and the CPU vector ISA pick) is done
-      once here instead of in each child that compiles. Measured on 2 cores:
-      2.25 s once; a ``compiled`` child on Cora with a warm Inductor cache
-      4.15 s -> 1.99 s. A benchmarked commit whose gnnperf lacks the warm-up
-      warms nothing. ``compile.Compile`` measures in fresh interpreters, so
-      its figure keeps what a user's first compile pays.
+    - Inductor's CPU vector ISA pick (a probe built and loaded per ISA) is
+      made once here instead of in each child that compiles
+      (:func:`gnnperf.torch_private.warm_compiler_for_forks`). Measured on 2
+      cores: 2.3 s once, +6 MiB in every child's resident floor (the base of
+      the ``peakmem_`` figures); a ``compiled`` child on Cora with a warm
+      Inductor cache 4.1 s -> 2.8 s. A benchmarked commit whose gnnperf
+      lacks the warm-up warms nothing. ``compile.Compile`` measures in fresh
+      interpreters, so its figure keeps what a user's first compile pays.
     - What the import made is frozen (``gc.freeze``, CPython's advice before
       forking without exec): a child's collections, such as the one before
       each profiled step, skip its 420k objects (0.17 s each -> microseconds).

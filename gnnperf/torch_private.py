@@ -42,16 +42,17 @@ def dynamo_config() -> Any:
 
 
 def warm_compiler_for_forks() -> None:
-    """Imports Inductor's compiler and picks its CPU vector ISA once, in a
-    process that forks workers which compile (asv's forkserver): each child
-    then inherits both instead of paying them before its first compile. The
-    pick (``torch._inductor.cpu_vec_isa.pick_vec_isa``, cached per process)
-    builds a probe per candidate ISA and loads each in a fresh Python; no
-    public API warms it. Measured here: 2.25 s once, and a forked child's
-    warm-cache build of ``compiled`` on Cora 4.15 s -> 1.99 s (GCN),
-    4.78 s -> 2.83 s (GAT). A machine without a C++ compiler picks no ISA,
-    as its first compile would."""
-    import torch._inductor.compile_fx  # noqa: F401 -- the import is the warm-up
+    """Picks Inductor's CPU vector ISA once, in a process that forks workers
+    which compile (asv's forkserver): each child inherits the pick instead of
+    paying it before its first compile. The pick
+    (``torch._inductor.cpu_vec_isa.pick_vec_isa``, cached per process) builds
+    a probe per candidate ISA and loads each in a fresh Python; no public API
+    warms it. Measured here: 2.3 s once (+6 MiB resident), and a forked
+    child's warm-cache build of ``compiled`` on Cora 4.1 s -> 2.8 s.
+    Importing Inductor's compiler as well would save another 0.8 s a child
+    but add 38 MiB to every child's resident floor, the base of each
+    ``peakmem_`` figure, eager variants' included. A machine without a C++
+    compiler picks no ISA, as its first compile would."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
     pick_vec_isa()
 
