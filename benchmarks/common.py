@@ -728,34 +728,36 @@ def timed_epoch(run, dev: torch.device) -> tuple[float, int]:
 
 def _prepare_forkserver() -> None:
     """In asv's forkserver (``asv/benchmark.py run_server``), which imports
-    the suite once and forks every benchmark and ``setup_cache`` from it:
+    the suite once and forks every benchmark from it (asv 0.6 runs each
+    ``setup_cache`` as a process of its own, which gets neither):
 
     - Inductor's CPU vector ISA pick (a probe built and loaded per ISA) is
       made once here instead of in each child that compiles
-      (:func:`gnnperf.torch_private.warm_compiler_for_forks`). Measured on 2
-      cores: 2.3 s once, +6 MiB in every child's resident floor (the base of
-      the ``peakmem_`` figures); a ``compiled`` child on Cora with a warm
-      Inductor cache 4.1 s -> 2.8 s. A benchmarked commit whose gnnperf
-      lacks the warm-up warms nothing. ``compile.Compile`` measures in fresh
-      interpreters, so its figure keeps what a user's first compile pays.
-    - What the import made is frozen (``gc.freeze``, CPython's advice before
-      forking without exec): a child's collections, such as the one before
-      each profiled step, skip its 420k objects (0.17 s each -> microseconds).
+      (``warm_compiler_for_forks`` of this suite's checkout's
+      ``gnnperf/torch_private.py``, whatever the benchmarked commit, so every
+      commit and every variant selection get the same resident floor).
+      Measured on 2 cores: 2.3 s once, +6 MiB in every child's resident floor
+      (the base of the ``peakmem_`` figures); a ``compiled`` child on Cora
+      with a warm Inductor cache 4.1 s -> 2.8 s. A pick that fails (no C++
+      compiler, an unwritable cache) is left to each child's first compile,
+      as before. ``compile.Compile`` measures in fresh interpreters, so its
+      figure keeps what a user's first compile pays.
+    - Every object alive is frozen before each fork (``gc.freeze``,
+      CPython's advice before forking without exec): a child's collections,
+      such as the one before each profiled step, skip the 420k objects of
+      the suite's import (0.17 s each -> microseconds).
 
-    Discovery and spawned runs import the suite without either, and a run
-    whose variants (``$GNNPERF_ASV_VARIANTS``) compile none warms nothing."""
+    Discovery, ``setup_cache`` and spawned runs import the suite without either."""
     if sys.argv[1:2] != ["run_server"]:
         return
-    compiles = any(uses(name, "compiled") for name in [*VARIANTS, *PROFILE.compile_extra])
     try:
-        warm = gnnperf_name("torch_private.warm_compiler_for_forks") if compiles else None
-    except NotImplementedError:
-        warm = None
-    if warm is not None:
-        warm()
+        _load_suite_module("torch_private").warm_compiler_for_forks()
+    except Exception as exc:  # noqa: BLE001 -- an optimisation only
+        print(f"gnnperf: the forkserver's compiler warm-up failed ({exc}); "
+              "each compiling benchmark picks its ISA itself", file=sys.stderr)
     import gc
     gc.collect()
-    gc.freeze()
+    os.register_at_fork(before=gc.freeze)
 
 
 _prepare_forkserver()

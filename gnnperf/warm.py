@@ -68,8 +68,9 @@ _lock = threading.Lock()
 _server_env: dict | None = None  # its start-time variables
 _server_full_env: dict = {}  # its whole environment, which its forks inherit
 _live: "weakref.WeakSet[WarmWorker]" = weakref.WeakSet()
-# Every forked process, held even where its WarmWorker was dropped unwaited:
-# multiprocessing still joins it at exit (pruned of the ended at each fork).
+# Every forked process, with the pid of the process that forked it, held even
+# where its WarmWorker was dropped unwaited: multiprocessing still joins it at
+# exit (pruned of the ended at each fork).
 _forked: set = set()
 
 
@@ -99,8 +100,8 @@ def _forkable(env: dict) -> bool:
         return False
     wanted = _start_time(env)
     if _server_env is not None and wanted != _server_env:
-        if any(worker.poll() is None for worker in _live):
-            return False
+        if any(process.exitcode is None for _, process in _forked):
+            return False  # a live worker, dropped unwaited or not, holds the server open
         _stop_server()
     from multiprocessing import forkserver
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
@@ -186,8 +187,8 @@ class WarmWorker:
         self.stderr = open(err_r)
         self.pid = self._process.pid
         _live.add(self)
-        _forked.difference_update([p for p in _forked if p.exitcode is not None])
-        _forked.add(self._process)
+        _forked.difference_update([entry for entry in _forked if entry[1].exitcode is not None])
+        _forked.add((os.getpid(), self._process))
 
     @property
     def returncode(self) -> int | None:
@@ -215,7 +216,9 @@ class WarmWorker:
 
         def read_errors() -> None:
             errors[0] = self.stderr.read()
-        reader = threading.Thread(target=read_errors)
+        # A daemon: CPython joins other threads before the exit hooks run, so
+        # an interrupted read would keep the worker (and the exit) waiting.
+        reader = threading.Thread(target=read_errors, daemon=True)
         reader.start()
         out = self.stdout.read()
         reader.join()
@@ -231,8 +234,9 @@ def _end_live_workers() -> None:
     this (atexit runs last-registered first), and a worker still waiting on
     the stdin whose write end this process holds would never end: the exit
     hung for good."""
-    for process in list(_forked):
-        if process.exitcode is None:
+    for owner, process in list(_forked):
+        # Only this process's own: a plain os.fork() child inherits the set.
+        if owner == os.getpid() and process.exitcode is None:
             process.kill()
     for worker in list(_live):
         for pipe in (worker.stdin, worker.stdout, worker.stderr):

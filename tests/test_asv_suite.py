@@ -77,23 +77,29 @@ def test_asv_conf_pins_and_no_deps():
 
 
 _IMPORT_WITHOUT_CUDA = """
-import importlib, pkgutil, sys, torch
-# As asv's forkserver runs it (asv/benchmark.py run_server): the suite warms
-# Inductor and freezes the import there, which must touch no CUDA either.
-sys.argv = ["benchmark.py", "run_server"]
+import gc, importlib, os, pkgutil, sys, torch
+from torch._inductor import cpu_vec_isa
 def refuse(*args, **kwargs):
     raise RuntimeError("CUDA touched while the suite was imported")
 # device_count is allowed: it asks NVML, which makes no CUDA context.
 for name in ("init", "_lazy_init", "is_available", "current_device", "get_device_name",
              "get_device_capability", "synchronize", "is_bf16_supported", "mem_get_info"):
     setattr(torch.cuda, name, refuse)
+sys.argv = ["benchmark.py", "discover"]  # as asv's discovery imports it: nothing warmed
 import benchmarks
 for module in pkgutil.iter_modules(benchmarks.__path__):
     importlib.import_module(f"benchmarks.{module.name}")
-from torch._inductor import cpu_vec_isa
+assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 0, "discovery warmed the compiler"
+assert gc.get_freeze_count() == 0, "discovery froze its objects"
+# As asv's forkserver imports it (asv/benchmark.py run_server): the compiler
+# warmed and the objects frozen before each fork, touching no CUDA either.
+sys.argv = ["benchmark.py", "run_server"]
+benchmarks.common._prepare_forkserver()
 assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 1, "the compiler was not warmed"
-import gc
-assert gc.get_freeze_count() > 100_000, "the import was not frozen for the forks"
+child = os.fork()
+if child == 0:
+    os._exit(0 if gc.get_freeze_count() > 100_000 else 3)
+assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0, "a fork found nothing frozen"
 print("imported", len(list(pkgutil.iter_modules(benchmarks.__path__))))
 """
 

@@ -182,9 +182,12 @@ def _fail_late_or_echo() -> None:
 
 
 def _rank_environment() -> dict:
-    import sys
+    import multiprocessing
+    # How the rank started (torch is imported in any rank: unpickling this
+    # function imports it): ForkServerProcess, not SpawnProcess.
     return {"marker": os.environ.get("GNNPERF_TEST_MARKER"), "rank": os.environ["RANK"],
-            "world": os.environ["WORLD_SIZE"], "torch_preloaded": "torch" in sys.modules}
+            "world": os.environ["WORLD_SIZE"],
+            "started_as": type(multiprocessing.current_process()).__name__}
 
 
 @TWO_RANKS
@@ -198,7 +201,8 @@ def test_forked_ranks_see_the_launchers_environment_and_their_own_rank(monkeypat
     monkeypatch.setenv("GNNPERF_TEST_MARKER", "now")
     ranks = distributed.launch(2, _rank_environment)
     assert [ranks[r]["rank"] for r in (0, 1)] == ["0", "1"]
-    assert all(r["world"] == "2" and r["marker"] == "now" and r["torch_preloaded"]
+    assert all(r["world"] == "2" and r["marker"] == "now"
+               and r["started_as"] == "ForkServerProcess"
                for r in ranks.values())
     assert warm.rank_context()[0] == "forkserver"
 

@@ -53,14 +53,20 @@ def test_a_dispatch_mode_sees_aten_calls_and_their_schemas_say_what_they_write()
 
 def test_the_compiler_warm_up_leaves_the_isa_pick_cached(monkeypatch):
     # What a forked child inherits: once warmed, picking the ISA again (what
-    # every CPU compile does first) starts no probe process.
+    # every CPU compile does first) starts no probe process. Run in a fresh
+    # process: this one's pick may be cached already by an earlier test.
     import subprocess
-
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
-    torch_private.warm_compiler_for_forks()
-    picked = pick_vec_isa()
-
-    def no_probe(*args, **kwargs):
-        raise AssertionError(f"the ISA was probed again: {args[:1]}")
-    monkeypatch.setattr(subprocess.Popen, "__init__", no_probe)
-    assert pick_vec_isa() is picked
+    import sys
+    probe = """
+import subprocess
+from gnnperf import torch_private
+torch_private.warm_compiler_for_forks()
+def no_probe(*args, **kwargs):
+    raise AssertionError(f"the ISA was probed again: {args[:1]}")
+subprocess.Popen.__init__ = no_probe
+from torch._inductor.cpu_vec_isa import pick_vec_isa
+print("picked", pick_vec_isa())
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("picked"), out.stderr[-2000:]

@@ -123,8 +123,11 @@ import sys
 from gnnperf import warm
 worker = warm.start([sys.executable, sys.argv[1], "0"], warm.worker_env())
 print(worker.pid, flush=True)
-dropped = warm.start([sys.executable, sys.argv[1], "0"], warm.worker_env()).pid
-print(dropped, flush=True)  # its WarmWorker dropped unwaited
+# One that never reads its stdin, its WarmWorker dropped unwaited (closing
+# its pipes would not end it).
+dropped = warm.start([sys.executable, sys.argv[2]], warm.worker_env())
+print(dropped.pid, flush=True)
+del dropped
 # Exits (as an uncaught error in a gate would) with the worker still
 # waiting on its stdin, whose write end this process holds.
 """
@@ -133,10 +136,11 @@ print(dropped, flush=True)  # its WarmWorker dropped unwaited
 def test_a_process_that_exits_with_a_worker_alive_ends_it_and_does_not_hang(echo, tmp_path):
     # multiprocessing joins non-daemon children at exit, and a worker waiting
     # on stdin never ends while its parent lives: the exit hung for good.
-    script = tmp_path / "leaves_one.py"
+    script, sleeper = tmp_path / "leaves_one.py", tmp_path / "sleeps.py"
     script.write_text(_LEAVES_A_WORKER_WAITING)
-    out = subprocess.run([sys.executable, str(script), echo], capture_output=True, text=True,
-                         timeout=120)
+    sleeper.write_text("import time\ntime.sleep(600)\n")
+    out = subprocess.run([sys.executable, str(script), echo, str(sleeper)], capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     for pid in map(int, out.stdout.split()):
         deadline = time.monotonic() + 10  # its server reaps it
