@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import threading
-import weakref
 from multiprocessing.connection import Connection
 
 COLD_ENV = "GNNPERF_COLD_START"
@@ -67,11 +66,17 @@ START_TIME = ("PYTHON", "LD_", "MALLOC", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENB
 _lock = threading.Lock()
 _server_env: dict | None = None  # its start-time variables
 _server_full_env: dict = {}  # its whole environment, which its forks inherit
-_live: "weakref.WeakSet[WarmWorker]" = weakref.WeakSet()
 # Every forked process, with the pid of the process that forked it, held even
 # where its WarmWorker was dropped unwaited: multiprocessing still joins it at
 # exit (pruned of the ended at each fork).
 _forked: set = set()
+
+
+def _own_live_forks() -> list:
+    """This process's forked workers still running (a plain ``os.fork()``
+    child inherits :data:`_forked` but owns none of them)."""
+    return [process for owner, process in list(_forked)
+            if owner == os.getpid() and process.exitcode is None]
 
 
 #: ...but read by the launcher when it launches: torch's elastic launcher sets
@@ -100,7 +105,7 @@ def _forkable(env: dict) -> bool:
         return False
     wanted = _start_time(env)
     if _server_env is not None and wanted != _server_env:
-        if any(process.exitcode is None for _, process in _forked):
+        if _own_live_forks():
             return False  # a live worker, dropped unwaited or not, holds the server open
         _stop_server()
     from multiprocessing import forkserver
@@ -186,7 +191,6 @@ class WarmWorker:
         self.stdout = open(out_r)
         self.stderr = open(err_r)
         self.pid = self._process.pid
-        _live.add(self)
         _forked.difference_update([entry for entry in _forked if entry[1].exitcode is not None])
         _forked.add((os.getpid(), self._process))
 
@@ -234,14 +238,8 @@ def _end_live_workers() -> None:
     this (atexit runs last-registered first), and a worker still waiting on
     the stdin whose write end this process holds would never end: the exit
     hung for good."""
-    for owner, process in list(_forked):
-        # Only this process's own: a plain os.fork() child inherits the set.
-        if owner == os.getpid() and process.exitcode is None:
-            process.kill()
-    for worker in list(_live):
-        for pipe in (worker.stdin, worker.stdout, worker.stderr):
-            with contextlib.suppress(OSError):
-                pipe.close()
+    for process in _own_live_forks():
+        process.kill()
 
 
 atexit.register(_end_live_workers)
