@@ -51,7 +51,7 @@ def test_a_dispatch_mode_sees_aten_calls_and_their_schemas_say_what_they_write()
     assert written == ["self"]
 
 
-def test_the_compiler_warm_up_leaves_the_isa_pick_cached(monkeypatch):
+def test_the_compiler_warm_up_leaves_the_isa_pick_cached():
     # What a forked child inherits: once warmed, picking the ISA again (what
     # every CPU compile does first) starts no probe process. Run in a fresh
     # process: this one's pick may be cached already by an earlier test.
