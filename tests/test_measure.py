@@ -169,6 +169,7 @@ def test_the_runs_collections_skip_what_was_built_and_leave_the_collector_as_it_
         return profile(fn)
     monkeypatch.setattr(workcount, "profile_work", watched)
     config = TrainConfig(epochs=3, seed=0)
+    gc.unfreeze()  # a user's process: nothing frozen (the conftest freezes between tests)
     assert gc.get_freeze_count() == 0
     result = measure_variant(get_variant("cluster"), cora_dataset, config, "cpu", 2)
     # Every profiled step of the memory epoch ran with the built objects frozen...
