@@ -91,6 +91,13 @@ for module in pkgutil.iter_modules(benchmarks.__path__):
     importlib.import_module(f"benchmarks.{module.name}")
 assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 0, "discovery warmed the compiler"
 assert gc.get_freeze_count() == 0, "discovery froze its objects"
+# A setup_cache measures each case with what was alive before it frozen.
+measured = benchmarks.common.measured_or_reason(lambda: {"frozen": gc.get_freeze_count()})
+assert measured["frozen"] == 0, "a case outside a setup_cache ran frozen"
+sys.argv = ["benchmark.py", "setup_cache"]
+measured = benchmarks.common.measured_or_reason(lambda: {"frozen": gc.get_freeze_count()})
+assert measured["frozen"] > 100_000, "a setup_cache's case ran with nothing frozen"
+gc.unfreeze()
 # As asv's forkserver imports it (asv/benchmark.py run_server): the compiler
 # warmed and the objects frozen before each fork, touching no CUDA either.
 sys.argv = ["benchmark.py", "run_server"]
