@@ -68,15 +68,18 @@ def _collections_skip_earlier_tests():
     """Freezes (``gc.freeze``) every object alive after a test: torch's,
     PyG's, the compiler's once imported, the session fixtures'. A full
     collection in a worker then walks only what the current test made.
-    Measured here (a whole run, warm caches): 396 full collections in the
-    two workers took 64 s of CPU, one of them before every measured run
-    (:func:`gnnperf.measure.runner.release_memory`) and every profiled step.
-    It changes no result: what a test makes is still collected, and
-    :func:`gnnperf.measure.runner.measure_variant` keeps a caller's frozen
-    objects frozen, as it does for any caller (its own freeze, for an
-    unfrozen process, is tested in test_measure.py with the collector
-    unfrozen). Runs after the test's own fixtures are torn down (autouse,
-    so set up first)."""
+    Measured here (a whole in-tree run, warm caches, before this): 396 full
+    collections in the two workers took 64 s of CPU: the one before every
+    measured run (:func:`gnnperf.measure.runner.release_memory`), the one
+    before each profiled step of the work metrics, the collector's
+    automatic ones; 4.8 s after. What a test drops is still collected; an
+    object alive at a test's end that dies later in a cycle (compile
+    artifacts a later ``torch.compiler.reset`` drops) stays allocated until
+    the worker exits. :func:`gnnperf.measure.runner.measure_variant` keeps a
+    caller's frozen objects frozen, as for any caller; its own freeze, for
+    an unfrozen process as a user's is, is tested in test_measure.py with
+    the collector unfrozen. Runs after the test's own fixtures are torn
+    down (autouse, so set up first)."""
     yield
     gc.collect()
     gc.freeze()

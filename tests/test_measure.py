@@ -78,6 +78,7 @@ def test_the_next_variant_is_built_after_the_earlier_runs_are_freed(monkeypatch,
         built.append(weakref.ref(run.model))
         return run
     monkeypatch.setattr(Variant, "build", build)
+    gc.unfreeze()  # as `gnnperf run`'s process: nothing frozen (the conftest freezes between tests)
     gc.disable()
     try:
         config = TrainConfig(epochs=3)
