@@ -25,6 +25,7 @@ import contextlib
 import multiprocessing
 import multiprocessing.util  # its exit hook registered before ours, so ours runs first
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -92,6 +93,29 @@ def _start_time(env: dict) -> dict:
 def worker_env() -> dict:
     """This process's environment with :data:`FIXED_START`."""
     return dict(os.environ, **FIXED_START)
+
+
+#: Where :func:`fresh_layout_env` puts its filler: the environment's size
+#: moves the initial stack of an exec'd interpreter (the server, or a cold
+#: worker), so a drawn size is a drawn stack alignment.
+LAYOUT_FILLER = "GNNPERF_LAYOUT_FILLER"
+
+
+def fresh_layout_env(rng: random.Random | None = None) -> dict:
+    """:func:`worker_env` with a newly drawn hash seed and environment size.
+
+    Forked workers inherit their server's address layout, heap and hash seed
+    (fork re-randomises none of them), so processes forked from one server
+    share one layout, and a layout's effect on an arm's speed is the same in
+    all of them. A changed hash seed is a start-time variable
+    (:data:`START_TIME`): the next :func:`start` under this environment
+    replaces the server with a freshly exec'd one (new ASLR draw, new heap),
+    which the workers started under the same environment then share. Timing
+    draws one per process pair, so pairs are independent replicates and the
+    arms of a pair share a layout only with each other."""
+    draw = rng if rng is not None else random.SystemRandom()
+    return dict(worker_env(), PYTHONHASHSEED=str(draw.randrange(1, 2 ** 32)),
+                **{LAYOUT_FILLER: "x" * draw.randrange(0, 4096, 16)})
 
 
 def _forkable(env: dict) -> bool:

@@ -369,3 +369,23 @@ def test_a_tree_without_the_model_has_the_case_absent(monkeypatch):
     assert worker._missing_model("gan").startswith("unknown model 'gan'")
     monkeypatch.setitem(sys.modules, "gnnperf.models", types.ModuleType("gnnperf.models"))
     assert worker._missing_model("sage") == "this tree has no model registry (model sage)"
+
+
+# ------------------------------------------------------------ independent process pairs
+def test_each_process_pair_starts_from_its_own_layout():
+    """The t-test takes process pairs as independent replicates. Workers
+    forked from one server share its address layout, heap and hash seed, so
+    a layout's effect on one arm is the same in every pair and reads as a
+    real difference (A/A false alarms). Timing on the default path (warm
+    workers), every pair's workers must report a layout of their own: the
+    guard fails when pairs stop being independent by construction."""
+    layouts: list[dict] = []
+    arms = {"base": gate.Arm(ROOT), "head": gate.Arm(ROOT)}
+    case = Case("baseline", SMALL)
+    _, times = gate.run_arms(arms, [case], processes=3, rounds=3, sample_ms=2.0,
+                             layouts=layouts)
+    assert len(layouts) == 3 and all(len(t) == 3 for t in times[case.name]["base"]["cpu"])
+    for arm in arms:
+        for key in ("heap", "mmap", "hash"):
+            seen = [pair[arm][key] for pair in layouts]
+            assert len(set(seen)) == len(seen), (arm, key, seen)

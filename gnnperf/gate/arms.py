@@ -125,9 +125,9 @@ class ProbedWorker:
     workers are so its probes: two interpreter starts fewer per gate run
     (about 5 s each on 2 cores)."""
 
-    def __init__(self, mode: str, arm: Arm, names: list[str]) -> None:
+    def __init__(self, mode: str, arm: Arm, names: list[str], env: dict | None = None) -> None:
         self.arm = arm
-        self.proc = _serving(_worker_cmd(mode, arm, probe_names=names))
+        self.proc = _serving(_worker_cmd(mode, arm, probe_names=names), env)
         self.given = False
 
     def read_probe(self) -> ArmProbe:
@@ -175,12 +175,18 @@ def _quit(proc: subprocess.Popen) -> None:
 
 def start_probed(mode: str, arms: dict[str, Arm], names: list[str]
                  ) -> tuple[dict[str, ProbedWorker], dict[str, ArmProbe]]:
-    """One :class:`ProbedWorker` per arm (started together) and their probes."""
+    """One :class:`ProbedWorker` per arm (started together) and their probes.
+    Time workers are the first timing set, so they start as :func:`run_arms`
+    starts a set: a layout of their own, the arms in a drawn order."""
     workers: dict[str, ProbedWorker] = {}
+    draw = random.SystemRandom()
+    env = warm.fresh_layout_env(draw) if mode == "time" else None
+    order = draw.sample(list(arms), len(arms)) if mode == "time" else list(arms)
     try:
-        for name, arm in arms.items():  # in the try: a failed start closes the others
-            workers[name] = ProbedWorker(mode, arm, names)
-        return workers, {name: w.read_probe() for name, w in workers.items()}
+        for name in order:  # in the try: a failed start closes the others
+            workers[name] = ProbedWorker(mode, arms[name], names, env)
+        in_order = {name: workers[name] for name in arms}
+        return in_order, {name: w.read_probe() for name, w in in_order.items()}
     except BaseException:
         for w in workers.values():
             w.close()
@@ -231,9 +237,10 @@ def _worker_cmd(mode: str, arm: Arm, cases: list[Case] = (),
             "--instrument", str(INSTRUMENT), *what]
 
 
-def _serving(cmd: list[str]):
-    """A worker that reads requests on stdin and answers a line each."""
-    return warm.start(cmd, warm.worker_env())
+def _serving(cmd: list[str], env: dict | None = None):
+    """A worker that reads requests on stdin and answers a line each, under
+    :obj:`env` (default :func:`~gnnperf.warm.worker_env`)."""
+    return warm.start(cmd, env if env is not None else warm.worker_env())
 
 
 def resolve_commit(ref: str, repo: Path | str = ".") -> str:
@@ -280,11 +287,12 @@ def _last_line(stderr: str) -> str:
 class TimeWorker:
     """A worker process timing blocks of steps on request."""
 
-    def __init__(self, arm: Arm, cases: list[Case], started: ProbedWorker | None = None
-                 ) -> None:
+    def __init__(self, arm: Arm, cases: list[Case], started: ProbedWorker | None = None,
+                 env: dict | None = None) -> None:
         self.arm = arm
         self.proc = (started.give(cases) if started is not None
-                     else _serving(_worker_cmd("time", arm, cases)))
+                     else _serving(_worker_cmd("time", arm, cases), env))
+        self.layout: dict | None = None  # the worker's layout_fingerprint(), once ready
 
     def read(self) -> dict:
         line = self.proc.stdout.readline()
@@ -298,6 +306,7 @@ class TimeWorker:
         while True:
             reply = self.read()
             if reply.get("ready"):
+                self.layout = reply.get("layout")
                 return reply["step_s"], reply.get("status") or [None] * len(reply["step_s"])
 
     def time(self, case: int, steps: int) -> dict[str, float]:
@@ -313,17 +322,24 @@ class TimeWorker:
 def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: int,
              sample_ms: float, progress: Callable[[int, int], None] | None = None,
              pin_cpus: bool = True, first_set: int = 0, steps: list[int] | None = None,
-             states: dict | None = None, started: dict[str, ProbedWorker] | None = None
-             ) -> tuple[list[int], dict]:
+             states: dict | None = None, started: dict[str, ProbedWorker] | None = None,
+             layouts: list[dict] | None = None) -> tuple[list[int], dict]:
     """Interleaved timing of every case in every arm.
 
-    ``processes`` times, one worker process per arm is started (together);
-    then ``rounds`` rounds (plus one dropped warm-up round) time each case in
-    every arm, one block of steps each: for two arms alternately A B and B A
-    (each sample follows one of the other arm as often as one of its own),
-    for more arms in a random order each round (seeded), since a fixed
-    rotation makes each arm always follow the same one (measured here: a
-    sample after a busy-loop arm ran ~1.5% slower). With :obj:`pin_cpus`
+    ``processes`` times, one worker process per arm is started (together):
+    a set of workers, the t-test's replicate. Each set starts from a layout
+    of its own (:func:`~gnnperf.warm.fresh_layout_env`: a freshly exec'd
+    server, hash seed and environment size; the set's workers fork from that
+    server, or start cold) and a randomly drawn arm order, so what a set's
+    workers share (layout, who starts first, who is timed first) differs
+    independently from set to set and averages out across replicates instead
+    of biasing every one alike. Then ``rounds`` rounds (plus one dropped
+    warm-up round) time each case in every arm, one block of steps each:
+    for two arms alternately in the set's order and reversed (each sample
+    follows one of the other arm as often as one of its own), for more arms
+    in a random order each round, since a fixed rotation makes each arm
+    always follow the same one (a sample after a busy-loop arm runs
+    slower). With :obj:`pin_cpus`
     the workers of a set share one CPU (Linux), so a CPU's speed is common
     to both arms of a pair and cancels in their ratio. Returns the block
     size per case (the first arm's step time sets it, the same for all arms)
@@ -331,23 +347,33 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
     the ``cpu`` and ``wall`` clocks.
 
     More sets of an earlier run continue it: :obj:`first_set` numbers them on
-    (CPU rotation, order), :obj:`steps` keeps its block sizes. A case an arm
+    (CPU rotation), :obj:`steps` keeps its block sizes. A case an arm
     cannot time (absent, unavailable, a crash, a non-finite loss) gets 0
     steps from then on, and its status in :obj:`states`
     (``states[case][arm]``, filled in when given). :obj:`started`: the
-    first set's workers, already running (:func:`start_probed`)."""
+    first set's workers, already running (:func:`start_probed`). Each set's
+    workers' layout fingerprints (``{arm: {...}}``, see ``worker.py``) are
+    appended to :obj:`layouts` when given."""
     names = list(arms)
     steps = list(steps) if steps is not None else []
     states = {} if states is None else states
     times = {case.name: {arm: {"cpu": [], "wall": []} for arm in names} for case in cases}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    draw = random.SystemRandom()
     for proc_set in range(first_set, first_set + processes):
         first = started if started and proc_set == first_set else {}
+        # Each set is one independent replicate: its own exec'd server (a new
+        # address layout, heap and hash seed) that only this set's workers
+        # fork from, and its own arm order, started and timed.
+        env = warm.fresh_layout_env(draw)
+        set_order = draw.sample(names, len(names))
         workers: dict[str, TimeWorker] = {}
         try:
-            for name, arm in arms.items():  # in the try: a failed start closes the others
-                workers[name] = TimeWorker(arm, cases, first.get(name))
+            for name in set_order:  # in the try: a failed start closes the others
+                workers[name] = TimeWorker(arms[name], cases, first.get(name), env)
             ready = {name: w.ready() for name, w in workers.items()}
+            if layouts is not None:
+                layouts.append({name: w.layout for name, w in workers.items()})
             step_s = {name: r[0] for name, r in ready.items()}
             for name, (_, case_states) in ready.items():
                 for case, state in zip(cases, case_states):
@@ -380,12 +406,11 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
                 for name in names:
                     for clock in ("cpu", "wall"):
                         times[case.name][name][clock].append([])
-            shuffler = random.Random(proc_set)
             for rnd in range(rounds + 1):  # round 0 warms up and is dropped
                 if len(names) == 2:  # A B, B A, A B, ...: each follows the other equally
-                    order = names if (rnd + proc_set) % 2 == 0 else names[::-1]
+                    order = set_order if rnd % 2 == 0 else set_order[::-1]
                 else:  # a fresh order each round: no arm always follows the same one
-                    order = shuffler.sample(names, len(names))
+                    order = draw.sample(names, len(names))
                 for i, case in enumerate(cases):
                     if not steps[i]:
                         continue

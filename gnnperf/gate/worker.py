@@ -135,6 +135,25 @@ def work(args: argparse.Namespace) -> None:
     sys.stdout.write(json.dumps(prepare_cases(args, measure=_work_of)) + "\n")
 
 
+def layout_fingerprint() -> dict:
+    """Where this process's allocations land and how it hashes: a fresh
+    small object's address (Python's heap), a fresh anonymous mapping's
+    (the mmap base ASLR draws) and a string's hash (the hash seed). Two
+    processes forked from one parent report the same; independently started
+    ones (or forks of independently exec'd parents) differ."""
+    import ctypes
+    import mmap
+
+    region = mmap.mmap(-1, mmap.PAGESIZE)
+    try:
+        anchor = ctypes.c_char.from_buffer(region)
+        mapping = ctypes.addressof(anchor)
+        del anchor
+    finally:
+        region.close()
+    return {"heap": id(object()), "mmap": mapping, "hash": hash("gnnperf layout")}
+
+
 def serve_time(args: argparse.Namespace) -> None:
     cases = prepare_cases(args)
     step_s, states = [], []
@@ -161,7 +180,8 @@ def serve_time(args: argparse.Namespace) -> None:
     # objects so the collector stays cheap and never runs inside a sample.
     gc.collect()
     gc.freeze()
-    print(json.dumps({"ready": True, "step_s": step_s, "status": states}), flush=True)
+    print(json.dumps({"ready": True, "step_s": step_s, "status": states,
+                      "layout": layout_fingerprint()}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("quit"):
