@@ -155,9 +155,9 @@ def test_a_gate_that_measures_nothing_is_an_error(tmp_path, capsys, monkeypatch)
     started = []
 
     class CountedWorker(gate.arms.TimeWorker):
-        def __init__(self, arm, cases, probed=None):
+        def __init__(self, arm, cases, probed=None, env=None):
             started.append(arm)
-            super().__init__(arm, cases, probed)
+            super().__init__(arm, cases, probed, env)
 
     monkeypatch.setattr(gate.arms, "TimeWorker", CountedWorker)
     code = main(["gate", "--no-work", "--variants", "cluster", "--datasets", SMALL,
@@ -439,6 +439,12 @@ def test_a_clear_verdict_takes_the_planned_pairs_and_the_budget_is_kept(monkeypa
     assert "time gate: passed" in text.splitlines()  # a sound head passes
     hopeless, calls, text = _gate_with(monkeypatch, 0.06, 0.5, max_processes=9)
     assert hopeless["pairs"] == 9 and sum(calls) == 9
+    # Undecided at the budget: said so, with its interval and what resolves
+    # it, never "same" (which would read as "no regression").
+    assert hopeless["verdict"] == "inconclusive", hopeless
+    line = next(line for line in text.splitlines() if "inconclusive at this noise" in line)
+    assert "9 pairs" in line and f"[{hopeless['ci_low']:.3f}, {hopeless['ci_high']:.3f}]" in line
+    assert "--max-processes" in line and "work metric" in line
 
 
 class _FakeTimeWorker:
@@ -446,7 +452,7 @@ class _FakeTimeWorker:
     missing from its arm, the others step in 1 ms."""
     started: list = []
 
-    def __init__(self, arm, cases, probed=None):
+    def __init__(self, arm, cases, probed=None, env=None):
         self.cases = cases
         self.proc = type("Proc", (), {"pid": None})()
         _FakeTimeWorker.started.append(arm)

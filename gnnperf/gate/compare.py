@@ -265,6 +265,12 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                           "seconds": time.perf_counter() - start}
         text += [f"== step time, {options.clock} clock (base = A, head = B)",
                  format_time(verdicts, options.threshold, options.alpha)]
+        for v in verdicts:
+            if v.verdict == "inconclusive":  # never read as "no regression"
+                text.append(f"{v.case}: inconclusive at this noise: {v.pairs} pairs, interval "
+                            f"[{v.ci_low:.3f}, {v.ci_high:.3f}] reaches past the "
+                            f"{options.threshold:.0%} threshold; more pairs (--max-processes) "
+                            f"or a work metric (the work gate) resolve it")
         regressions = [v.case for v in verdicts if v.verdict == "REGRESSION"]
         broken = [c for c in _head_errors(states, names) if c not in before]
         report["time"]["failed"] = bool(regressions or broken)

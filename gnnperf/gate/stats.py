@@ -26,8 +26,8 @@ class TimeSamples:
 class Verdict:
     """The time gate's decision on one benchmark: medians and spreads of
     the per-step samples, the ratio head/base with its 95% interval, the
-    one-sided p-values and the verdict (``REGRESSION``, ``improvement`` or
-    ``same``)."""
+    one-sided p-values and the verdict (``REGRESSION``, ``improvement``,
+    ``inconclusive`` or ``same``)."""
     case: str
     base_median_s: float
     head_median_s: float
@@ -86,11 +86,16 @@ def pair_test(log_ratios: list[list[float]]) -> tuple[float, float, float, float
 def decide(samples: TimeSamples, threshold: float, alpha: float) -> Verdict:
     """Verdict of one benchmark: ``REGRESSION`` when the ratio exceeds
     ``1 + threshold`` and the one-sided p-value of :func:`pair_test` is below
-    :obj:`alpha`; ``improvement`` symmetrically; else ``same``."""
+    :obj:`alpha`; ``improvement`` symmetrically; ``inconclusive`` when
+    neither holds but the 95% interval still reaches past the threshold
+    (:func:`inconclusive`: these pairs cannot tell "no change" from a change
+    not yet significant); else ``same``."""
     logs = pair_log_ratios(samples.a, samples.b)
     center, p_slower, p_faster, lo, hi = pair_test(logs)
     ratio = math.exp(center)
     verdict = judge(ratio, p_slower, p_faster, threshold, alpha)
+    if inconclusive(ratio, p_slower, p_faster, math.exp(lo), math.exp(hi), threshold, alpha):
+        verdict = "inconclusive"
     flat_a = [t for rounds in samples.a for t in rounds]
     flat_b = [t for rounds in samples.b for t in rounds]
     return Verdict(samples.case, statistics.median(flat_a), statistics.median(flat_b), relative_iqr(flat_a),
