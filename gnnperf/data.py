@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import os
 import re
-import shutil
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.errors import GnnperfError, Unavailable
+from gnnperf.errors import GnnperfError, Unavailable, first_line
 
 PLANETOID = {"cora": "Cora", "citeseer": "CiteSeer"}
 PLANETOID_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -286,12 +285,106 @@ def library_root() -> Path:
     return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else cache_dir() / "datasets"
 
 
+def processed_tag() -> str:
+    """What a processed file depends on beyond its raw files: the
+    torch-geometric that wrote it (its storage format changes between
+    releases) and torch's major.minor (which decides what ``torch.load``
+    accepts). Two environments never share a processed file."""
+    import torch_geometric
+    major_minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    return f"pyg{torch_geometric.__version__}-torch{major_minor}"
+
+
+class _RawUnreadable(Exception):
+    """PyG's ``process()`` failed on the raw files (not on a cache entry)."""
+
+
+def _cache_reader(cls: type, processed: Path | None, raw: Path | None = None,
+                  seen: list[Path] | None = None) -> type:
+    """:obj:`cls` reading its processed files from :obj:`processed` and
+    writing nothing: PyG's download and process steps are off, so a missing
+    processed file fails to load instead of PyG processing into a published
+    entry or making folders. Without :obj:`processed` it reads them from its
+    own processed folder with :func:`processed_tag` appended, and records
+    that folder in :obj:`seen`."""
+    def processed_dir(self) -> str:
+        if processed is not None:
+            return str(processed)
+        path = Path(f"{cls.processed_dir.fget(self)}-{processed_tag()}")
+        if seen is not None:
+            seen.append(path)
+        return str(path)
+    members = {"has_download": property(lambda self: False),
+               "has_process": property(lambda self: False),
+               "processed_dir": property(processed_dir)}
+    if raw is not None:
+        members["raw_dir"] = property(lambda self: str(raw))
+    return type(cls.__name__, (cls,), members)
+
+
+def _cache_builder(cls: type, processed: Path, raw: Path | None = None) -> type:
+    """:obj:`cls` processing into the private folder :obj:`processed`; what
+    its ``process()`` raises (bad raw bytes) comes out as :class:`_RawUnreadable`."""
+    def process(self) -> None:
+        try:
+            cls.process(self)
+        except (ImportError, GnnperfError):
+            raise
+        except Exception as exc:
+            raise _RawUnreadable(first_line(exc)) from exc
+    members = {"process": process, "processed_dir": property(lambda self: str(processed))}
+    if raw is not None:
+        members["raw_dir"] = property(lambda self: str(raw))
+    return type(cls.__name__, (cls,), members)
+
+
+def _construct(cls: type, kwargs: dict):
+    # PyG before 2.6 and OGB read processed files with torch.load's default,
+    # weights_only since torch 2.6, and register no safe globals.
+    with _pyg_safe_globals():
+        return cls(**kwargs)
+
+
+def _cached_pyg(cls: type, entry: Path, what: str, raw: Path | None = None, **kwargs):
+    """The PyG dataset :obj:`cls` (``cls(**kwargs)``) with its processed
+    files in the cache entry :obj:`entry` (:func:`gnnperf.cache.cached`:
+    processed privately, published by a rename, under a lock)."""
+    from gnnperf.cache import cached
+    return cached(entry, lambda path: _construct(_cache_reader(cls, path, raw), kwargs),
+                  lambda private: _construct(_cache_builder(cls, private, raw), kwargs), what)
+
+
+def _library_dataset(cls: type, what: str, **kwargs):
+    """A PyG (or OGB) dataset class whose processed files go in its own
+    processed folder with :func:`processed_tag` appended, published as
+    :func:`_cached_pyg` does (missing raw files are fetched, or refused by an
+    offline ``download``, by the process that builds them, under the lock)."""
+    seen: list[Path] = []
+    try:  # the warm case: raw and processed files there, no lock taken
+        return _construct(_cache_reader(cls, None, seen=seen), kwargs)
+    except Exception:  # noqa: BLE001 -- absent, incomplete or corrupt: built under the lock
+        if not seen:  # the class refused its arguments, say: the same error again
+            return _construct(_cache_reader(cls, None, seen=seen), kwargs)
+    return _cached_pyg(cls, seen[-1], what, **kwargs)
+
+
+def _environment_error(what: str, exc: BaseException) -> GnnperfError:
+    """A processed file this environment wrote and cannot read back: the
+    libraries' fault, never the user's files."""
+    import torch_geometric
+    return GnnperfError(
+        f"torch-geometric {torch_geometric.__version__} with torch {torch.__version__} cannot "
+        f"read back the {what} it processed ({first_line(exc)}); use torch-geometric >= 2.6 "
+        f"with torch >= 2.6")
+
+
 def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Dataset:
     """Loads Cora or CiteSeer from raw Planetoid files, never downloading.
 
     The raw files under ``root/<Name>/raw`` (the bundled copy by default;
-    possibly read-only) are copied to the writable cache, where PyG's
-    :class:`~torch_geometric.datasets.Planetoid` writes its processed file.
+    possibly read-only) are read where they are; PyG's
+    :class:`~torch_geometric.datasets.Planetoid` processes them into a cache
+    entry keyed by the raw files' bytes and :func:`processed_tag`.
     """
     from torch_geometric.datasets import Planetoid
 
@@ -304,47 +397,42 @@ def load_planetoid(name: str, root: str | os.PathLike | None = None) -> Dataset:
     missing = [s for s in PLANETOID_SUFFIXES if not (raw_src / f"ind.{name}.{s}").is_file()]
     if missing:
         raise Unavailable(f"{raw_src} lacks ind.{name}.{missing[0]}: {hint}")
-
-    cache_root = cache_dir() / "planetoid"
-    raw_dst = cache_root / pyg_name / "raw"
-    processed = cache_root / pyg_name / "processed"
-    raw_dst.mkdir(parents=True, exist_ok=True)
-    changed = False
+    raw_digest = hashlib.sha256()
     for suffix in PLANETOID_SUFFIXES:
-        src, dst = raw_src / f"ind.{name}.{suffix}", raw_dst / f"ind.{name}.{suffix}"
-        if not dst.is_file() or dst.read_bytes() != src.read_bytes():
-            shutil.copyfile(src, dst)
-            changed = True
-    if changed:
-        shutil.rmtree(processed, ignore_errors=True)
+        raw_digest.update((raw_src / f"ind.{name}.{suffix}").read_bytes())
+    entry = (cache_dir() / "planetoid" / processed_tag()
+             / f"{pyg_name}-{raw_digest.hexdigest()[:16]}" / "processed")
+    bundled = raw_src.resolve().is_relative_to(BUNDLED_PLANETOID)
     try:
-        dataset = Planetoid(str(cache_root), pyg_name)
+        dataset = _cached_pyg(Planetoid, entry, f"processed {pyg_name}", raw=raw_src,
+                              root=str(source_root), name=pyg_name)
     except ImportError as exc:  # PyG's reader unpickles scipy matrices: a missing module
-        shutil.rmtree(processed, ignore_errors=True)
         module = (getattr(exc, "name", None) or "scipy").split(".")[0]
         raise GnnperfError(f"reading the Planetoid files of {name} needs {module}, which is "
-                           f"not importable ({_first_line(exc)}): pip install {module}") from None
-    except Exception as exc:  # PyG raises pickle/numpy/struct errors on bad bytes
-        shutil.rmtree(processed, ignore_errors=True)
-        raise GnnperfError(
-            f"cannot read {name} raw files in {raw_src} ({_first_line(exc)}); "
-            f"replace them with intact Planetoid files") from exc
-    where = "bundled" if raw_src.resolve().is_relative_to(BUNDLED_PLANETOID) else str(raw_src)
+                           f"not importable ({first_line(exc)}): pip install {module}") from None
+    except _RawUnreadable as exc:  # PyG raises pickle/numpy/struct errors on bad bytes
+        if bundled:
+            raise GnnperfError(f"the {name} raw files bundled with gnnperf in {raw_src} are "
+                               f"unreadable ({exc}); reinstall gnnperf") from None
+        raise GnnperfError(f"cannot read {name} raw files in {raw_src} ({exc}); "
+                           f"replace them with intact Planetoid files") from None
+    except GnnperfError:
+        raise
+    except Exception as exc:
+        raise _environment_error(f"processed {pyg_name}", exc) from None
+    where = "bundled" if bundled else str(raw_src)
     return node_classification(dataset[0], name, f"planetoid ({where})", seed=0)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else 'corrupt data'}"
-
-
 def _pyg_safe_globals() -> contextlib.AbstractContextManager:
-    """What a saved PyG ``Data`` needs beyond the safe globals PyG registers
-    (``Data`` itself), so ``torch.load(weights_only=True)`` reads it and no
-    other code runs from a file."""
+    """What a saved PyG ``Data`` needs beyond the safe globals of
+    ``torch.load(weights_only=True)`` (PyG from 2.6 registers ``Data``
+    itself; older ones register nothing), so it reads one and no other code
+    runs from a file."""
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
-    return torch.serialization.safe_globals([DataEdgeAttr, DataTensorAttr, GlobalStorage])
+    return torch.serialization.safe_globals([Data, DataEdgeAttr, DataTensorAttr,
+                                             GlobalStorage])
 
 
 def load_graph_file(path: str | os.PathLike, seed: int = 0) -> Dataset:
@@ -359,7 +447,7 @@ def load_graph_file(path: str | os.PathLike, seed: int = 0) -> Dataset:
         with _pyg_safe_globals():
             loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise GnnperfError(f"cannot read graph file {path} ({_first_line(exc)}); it must be "
+        raise GnnperfError(f"cannot read graph file {path} ({first_line(exc)}); it must be "
                            f"a torch.save'd PyG Data object") from None
     if isinstance(loaded, dict):
         loaded = Data(**loaded)
@@ -408,19 +496,21 @@ def load_pyg(name: str, root: str | os.PathLike | None = None, download: bool = 
     if not download:
         cls = _offline(cls, name, class_root)
     try:
-        dataset = cls(root=str(class_root), **kwargs)
+        dataset = _library_dataset(cls, f"processed {name}", root=str(class_root), **kwargs)
     except GnnperfError:
         raise
     except TypeError as exc:
         raise GnnperfError(f"{name!r}: {class_name} does not take these arguments "
-                           f"({_first_line(exc)}); see its PyG docs") from None
+                           f"({first_line(exc)}); see its PyG docs") from None
     except ImportError as exc:  # a reader's module missing: not a corrupt folder
         module = (getattr(exc, "name", None) or "the missing module").split(".")[0]
         raise Unavailable(f"{name!r}: PyG's {class_name} reader needs {module} "
-                          f"({_first_line(exc)}): pip install {module}") from None
-    except Exception as exc:
-        raise GnnperfError(f"cannot load {name!r} from {class_root} ({_first_line(exc)}); "
+                          f"({first_line(exc)}): pip install {module}") from None
+    except _RawUnreadable as exc:
+        raise GnnperfError(f"cannot load {name!r} from {class_root} ({exc}); "
                            f"remove that folder and retry with --download") from None
+    except Exception as exc:
+        raise _environment_error(f"processed {name}", exc) from None
     return node_classification(dataset[0], name, f"{name} at {class_root}", seed,
                                undirected="symmetrise")
 
@@ -458,15 +548,18 @@ def load_ogb(name: str, root: str | os.PathLike | None = None, download: bool = 
     try:
         # OGB reads its own processed file with a plain torch.load; it prints
         # progress to stdout, where the comparison table goes.
-        with _pyg_safe_globals(), contextlib.redirect_stdout(sys.stderr):
-            dataset = cls(name=name, root=str(base))
+        with contextlib.redirect_stdout(sys.stderr):
+            dataset = _library_dataset(cls, f"processed {name}", name=name, root=str(base))
             split = dataset.get_idx_split()
     except GnnperfError:
         raise
+    except _RawUnreadable as exc:
+        raise GnnperfError(f"cannot load {name} from {folder} ({exc}); remove that folder "
+                           f"and retry with --download") from None
     except ValueError as exc:  # OGB: invalid dataset name
-        raise GnnperfError(f"{name!r} is not an OGB dataset ({_first_line(exc)})") from None
-    except Exception as exc:
-        raise GnnperfError(f"cannot load {name} from {folder} ({_first_line(exc)}); remove "
+        raise GnnperfError(f"{name!r} is not an OGB dataset ({first_line(exc)})") from None
+    except Exception as exc:  # a raw or split file OGB cannot parse
+        raise GnnperfError(f"cannot load {name} from {folder} ({first_line(exc)}); remove "
                            f"that folder and retry with --download") from None
     data = dataset[0]
     for key, index in (("train", split["train"]), ("val", split["valid"]),

@@ -5,6 +5,7 @@ Standard library only: the gate's workers and the asv suite load this file by
 path and apply it to exceptions raised by other checkouts of gnnperf."""
 from __future__ import annotations
 
+import re
 import sys
 
 
@@ -18,6 +19,27 @@ class Unavailable(GnnperfError):
     CUDA-only work on a CPU machine, too few cores or GPUs. The one error that
     tables, the gate and asv show as n/a (with this message) instead of a
     failure."""
+
+
+# Terminal control sequences (torch styles its weights_only refusal in bold):
+# CSI ("ESC [ ... m"), OSC ("ESC ] ... BEL" or "... ESC \\", hyperlinks), and
+# the other two-byte escapes; then any control character left.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def plain(text: str) -> str:
+    """:obj:`text` without terminal escape codes and control characters
+    (tabs and line breaks become one space): what a message may quote from
+    another library's exception."""
+    return " ".join(_CONTROLS.sub(" ", _ESCAPES.sub("", text)).split())
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line`` of :obj:`exc`'s text, :func:`plain`: how a
+    one-line message quotes an exception it wraps."""
+    lines = [plain(line) for line in str(exc).splitlines()]
+    return f"{type(exc).__name__}: {next((line for line in lines if line), 'corrupt data')}"
 
 
 class UnknownVariant(Unavailable):

@@ -182,18 +182,19 @@ def _cache_file(device: torch.device) -> Path:
 
 def cached_roofs(device: torch.device, refresh: bool = False) -> Roofs:
     """:obj:`device`'s roofs from the cache (``<cache>/roofs``), measured
-    and written there first if absent, unreadable or :obj:`refresh`."""
-    from gnnperf.io import write_atomic
-    path = _cache_file(device)
-    if not refresh and path.is_file():
-        try:
-            return Roofs.from_dict(json.loads(path.read_text()))
-        except (ValueError, TypeError, KeyError, AttributeError):  # corrupt: measured again
-            pass
-    roofs = measure_roofs(device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(roofs.to_dict(), indent=2).encode())
-    return roofs
+    and written there first if absent, unreadable or :obj:`refresh`. One
+    process measures while the others wait for its figures: measurements
+    side by side would contend for the same cores."""
+    from gnnperf.cache import cached
+
+    def load(path: Path) -> Roofs:
+        return Roofs.from_dict(json.loads(path.read_text()))
+
+    def build(private: Path) -> Roofs:
+        roofs = measure_roofs(device)
+        private.write_text(json.dumps(roofs.to_dict(), indent=2))
+        return roofs
+    return cached(_cache_file(device), load, build, f"roofs of {device}", refresh=refresh)
 
 
 @dataclass
