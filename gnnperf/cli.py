@@ -24,6 +24,33 @@ ROOT_HELP = ("data root: Planetoid raw files in <root>/<Name>/raw, pyg: datasets
              "bundled Cora/CiteSeer and ~/.cache/gnnperf/datasets)")
 
 
+#: Every command's exit status, in its --help.
+EXIT_CODES = """exit status:
+  0    pass
+  1    a failure or regression: a variant failed, a check failed, the gate found
+       a regression, bisect's answer is not confirmed
+  2    bad input: a usage or set-up error, one line naming the fix
+  130  interrupted"""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """argparse's default-showing help, for options whose default is a value:
+    a flag (off) or an option that does nothing unless given (None) shows
+    no "(default: None)", and a help that states its default keeps its own
+    words. The epilog (the exit codes) keeps its lines."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is None or action.default is False or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+def command_parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand whose --help shows every default and the exit codes."""
+    return sub.add_parser(name, formatter_class=HelpFormatter, epilog=EXIT_CODES, **kwargs)
+
+
 def _add_dataset_options(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--dataset", default=default, help=f"{DATASET_HELP} (default: %(default)s)")
     parser.add_argument("--root", help=ROOT_HELP)
@@ -41,10 +68,13 @@ def _int_list(text: str) -> tuple[int, ...]:
 def build_parser() -> argparse.ArgumentParser:
     from gnnperf.variants import TrainConfig, standard_variants
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(prog="gnnperf", description=__doc__)
+    from gnnperf import __version__
+    parser = argparse.ArgumentParser(prog="gnnperf", description=__doc__, epilog=EXIT_CODES,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from gnnperf.models import DEFAULT_MODEL, MODELS
-    run = sub.add_parser("run", help="train and compare GNN training variants")
+    run = command_parser(sub, "run", help="train and compare GNN training variants")
     run.add_argument("--variants",
                      help="comma-separated: baseline or techniques joined by + (default: "
                           f"{','.join(standard_variants())}; with --model, those that "
@@ -56,17 +86,26 @@ def build_parser() -> argparse.ArgumentParser:
                           f"(default: %(default)s)")
     _add_dataset_options(run, DEFAULT_DATASET)
     run.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
-    run.add_argument("--epochs", type=int, default=defaults.epochs)
+    run.add_argument("--epochs", type=int, default=defaults.epochs,
+                     help="training epochs, the warm-up ones included")
     run.add_argument("--warmup", type=int, default=3,
                      help="epochs before timing (>= 2): the first, timed apart, includes compilation; "
                           "the last measures memory (default: 3)")
-    run.add_argument("--hidden", type=int, default=defaults.hidden)
-    run.add_argument("--layers", type=int, default=defaults.layers)
-    run.add_argument("--dropout", type=float, default=defaults.dropout)
-    run.add_argument("--lr", type=float, default=defaults.lr)
-    run.add_argument("--fanout", type=_int_list, default=defaults.fanout)
-    run.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    run.add_argument("--sampler", default=defaults.sampler, choices=["auto", "native", "vectorized"])
+    run.add_argument("--hidden", type=int, default=defaults.hidden, help="hidden width")
+    run.add_argument("--layers", type=int, default=defaults.layers, help="graph conv layers")
+    run.add_argument("--dropout", type=float, default=defaults.dropout,
+                     help="dropout probability")
+    run.add_argument("--lr", type=float, default=defaults.lr, help="Adam learning rate")
+    run.add_argument("--fanout", type=_int_list, default=defaults.fanout,
+                     help="sampled variants: neighbours per hop, comma-separated (the last "
+                          "repeats for deeper models; default: "
+                          f"{','.join(map(str, defaults.fanout))})")
+    run.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                     help="sampled variants: seed nodes per mini-batch")
+    run.add_argument("--sampler", default=defaults.sampler, choices=["auto", "native", "vectorized"],
+                     help="neighbour sampler: native (PyG's, needs pyg-lib or torch-sparse), "
+                          "vectorized (gnnperf's torch one) or auto (native where present, on CPU "
+                          "graphs)")
     run.add_argument("--saint-roots", type=int, default=defaults.saint_roots,
                      help="saint: random walks per batch (default: max(500, N / 15))")
     run.add_argument("--saint-walk-length", type=int, default=defaults.saint_walk_length,
@@ -92,14 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cluster: METIS parts (default: %(default)s)")
     run.add_argument("--cluster-batch", type=int, default=defaults.cluster_batch,
                      help="cluster: parts per batch (default: %(default)s)")
-    run.add_argument("--seed", type=int, default=defaults.seed)
+    run.add_argument("--seed", type=int, default=defaults.seed,
+                     help="seed of the weights, dropout, sampling and synthetic graphs")
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
     run.add_argument("--world-size", type=int, default=1,
                      help="ddp variants: local ranks to launch (default: 1; under torchrun "
                           "its world is used instead)")
     run.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"],
-                     help="ddp process-group backend (auto: NCCL on CUDA, gloo on CPU)")
+                     help="ddp process-group backend (auto: NCCL on CUDA, gloo on CPU; "
+                          "default: %(default)s)")
     run.add_argument("--json", type=Path, help="write results and environment to this file")
     run.add_argument("--plot", type=Path,
                      help="write the comparison chart (PNG) here: time vs memory, and time "
@@ -112,27 +153,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tune-malloc", action="store_true",
                      help="keep freed memory in glibc's heap (fewer page faults; recorded)")
 
-    sampler = sub.add_parser("sampler", help="neighbor-sampler throughput (edges/s)")
+    sampler = command_parser(sub, "sampler", help="neighbor-sampler throughput (edges/s)")
     _add_dataset_options(sampler, "synthetic-1m")
-    sampler.add_argument("--device", default="auto")
-    sampler.add_argument("--fanout", type=_int_list, default=defaults.fanout)
-    sampler.add_argument("--batch-size", type=int, default=1024)
-    sampler.add_argument("--batches", type=int, default=30)
-    sampler.add_argument("--seed", type=int, default=0)
-    sampler.add_argument("--threads", type=int, default=1)
-    sampler.add_argument("--json", type=Path)
+    sampler.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    sampler.add_argument("--fanout", type=_int_list, default=defaults.fanout,
+                         help="neighbours per hop, comma-separated (default: "
+                              f"{','.join(map(str, defaults.fanout))})")
+    sampler.add_argument("--batch-size", type=int, default=1024, help="seed nodes per batch")
+    sampler.add_argument("--batches", type=int, default=30, help="batches timed")
+    sampler.add_argument("--seed", type=int, default=0,
+                         help="seed of the synthetic graph and the sampled batches")
+    sampler.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    sampler.add_argument("--json", type=Path, help="write the result and environment here")
     sampler.add_argument("--tune-malloc", action="store_true",
                          help="keep freed memory in glibc's heap (fewer page faults; recorded)")
-    roofs = sub.add_parser("roofs", help="this machine's roofs: peak GEMM FLOP/s, copy and "
+    roofs = command_parser(sub, "roofs", help="this machine's roofs: peak GEMM FLOP/s, copy and "
                                          "gather bandwidth (measured once, cached)")
     roofs.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
-    roofs.add_argument("--threads", type=int, default=1)
+    roofs.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     roofs.add_argument("--refresh", action="store_true", help="measure again, not from the cache")
-    roofs.add_argument("--json", type=Path)
-    doctor = sub.add_parser("doctor", help="check that this machine runs the suite right")
+    roofs.add_argument("--json", type=Path, help="write the roofs here")
+    doctor = command_parser(sub, "doctor", help="check that this machine runs the suite right")
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     doctor.add_argument("--json", type=Path, help="write the report here")
-    doctor.add_argument("--threads", type=int, default=1)
+    doctor.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     doctor.add_argument("--model", default="gcn",
                         help="comma-separated models the variants train (default: gcn)")
     doctor.add_argument("--skip-asv", action="store_true",
@@ -234,6 +278,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     plan = plan_run(args)
     device, backend, torchrun, rank0 = _join_world(args)
+    plan = _drop_what_cannot_run_on(plan, device, rank0)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
     dataset = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
@@ -282,6 +327,26 @@ def run_command(args: argparse.Namespace) -> int:
     if args.timeline and results:
         report.plot_timeline(results, args.timeline, title=f"memory over training: {title}")
     return 1 if failures else 0
+
+
+def _drop_what_cannot_run_on(plan: RunPlan, device, rank0: bool) -> RunPlan:
+    """:obj:`plan` without the pairs a technique cannot run on
+    :obj:`device` in this environment (:meth:`Technique.unavailable_on`,
+    e.g. ``compiled`` on a CPU without a C++ compiler): n/a with the reason,
+    each said before the dataset loads."""
+    from gnnperf.measure.runner import result_label
+    pairs, cannot = [], dict(plan.cannot)
+    for model, variant in plan.pairs:
+        reason = next((why for why in (t.unavailable_on(device) for t in variant.techniques)
+                       if why), None)
+        if reason is None:
+            pairs.append((model, variant))
+            continue
+        label = result_label(variant.name, model)
+        cannot[label] = reason
+        if rank0:
+            print(f"n/a: {label}: {reason}", file=sys.stderr)
+    return replace(plan, pairs=pairs, cannot=cannot)
 
 
 def _join_world(args: argparse.Namespace) -> tuple[object, str, bool, bool]:

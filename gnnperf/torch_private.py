@@ -8,6 +8,7 @@ One exception, by necessity: ``gnnperf/measure/workcount.py`` uses
 and runs it against older trees, which have no ``torch_private``."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -34,11 +35,57 @@ def dynamo_counts() -> tuple[int, int]:
     return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+#: The oldest torch with every private setting below: ``trace_autograd_ops``
+#: arrives in torch 2.11 (pyproject's torch floor is this release).
+OLDEST_TORCH = (2, 11)
+
+
+@functools.cache
+def traces_autograd_ops() -> bool:
+    """Whether Dynamo can trace ``torch.autograd.grad`` into a graph (its
+    ``trace_autograd_ops`` flag, torch 2.11 on). Without it ``compiled``
+    compiles the forward alone, as it does for steps it cannot trace whole.
+    Asked when a step compiles, not at import: importing Dynamo is slow."""
+    if _release(torch.__version__) < OLDEST_TORCH:
+        return False
+    import torch._dynamo as dynamo
+    return hasattr(dynamo.config, "trace_autograd_ops")
+
+
 def dynamo_config() -> Any:
     """``torch._dynamo.config``: Dynamo traces ``autograd.grad`` (the whole
-    compiled step) only with its ``trace_autograd_ops`` flag (torch 2.13),
-    which has no public setter."""
+    compiled step) only with its ``trace_autograd_ops`` flag (torch 2.11 on,
+    :func:`traces_autograd_ops`), which has no public setter."""
     return torch._dynamo.config
+
+
+def cpp_compiler() -> str | None:
+    """The C++ compiler Inductor builds CPU kernels with, found as Inductor
+    finds it (``torch._inductor.config.cpp.cxx``: ``$CXX``, else ``g++``,
+    each run with ``--version``; MSVC's ``cl`` on Windows), or None where
+    there is none: then every CPU ``torch.compile`` fails at its first call.
+    No public API says whether Inductor has a compiler; asking Inductor's own
+    search (``cpp_builder.get_cpp_compiler``, cached per process, so the
+    compile that follows reuses its answer) keeps the check in step with
+    what the compile will do. A torch without that function falls back to
+    the same rule by hand."""
+    try:
+        from torch._inductor import cpp_builder, exc
+    except ImportError:
+        cpp_builder = None
+    if cpp_builder is None or not hasattr(cpp_builder, "get_cpp_compiler"):
+        import os
+        import shutil
+        return shutil.which(os.environ.get("CXX", "g++"))
+    try:
+        return cpp_builder.get_cpp_compiler()
+    except (exc.InvalidCxxCompiler, FileNotFoundError, OSError):
+        return None
 
 
 def warm_compiler_for_forks() -> None:
@@ -63,5 +110,6 @@ def schema_arguments(op) -> list:
     return op._schema.arguments
 
 
-__all__ = ["HAS_STORAGE_USE_COUNT", "TorchDispatchMode", "dynamo_config", "dynamo_counts",
-           "schema_arguments", "storage_use_count", "warm_compiler_for_forks"]
+__all__ = ["HAS_STORAGE_USE_COUNT", "OLDEST_TORCH", "TorchDispatchMode", "cpp_compiler",
+           "dynamo_config", "dynamo_counts", "schema_arguments", "storage_use_count",
+           "traces_autograd_ops", "warm_compiler_for_forks"]

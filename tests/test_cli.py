@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -310,3 +311,139 @@ def test_a_users_model_by_import_path_trains_and_is_recorded(tmp_path, capsys, m
     error = capsys.readouterr().err.strip()
     assert error.startswith("gnnperf: error: checkpointed cannot run with model "
                             "usermodels_net:build") and "\n" not in error
+
+
+# ------------------------------------------------- where its users run it (issue 44)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _without_compilers(tmp_path) -> dict:
+    """The environment of a slim image: PATH holds the venv's scripts and
+    the non-compiler tools gnnperf calls (git), no C/C++ compiler, no CXX."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("git",):
+        found = shutil.which(name)
+        if found:
+            (tools / name).symlink_to(found)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CXX", "CC", "TORCH_INDUCTOR_INSTALL_GXX", "GNNPERF_DATA")}
+    env["PATH"] = os.pathsep.join([str(tools), str(Path(sys.executable).parent)])
+    return env
+
+
+def test_no_cpp_compiler_makes_compiled_na_before_training_and_the_run_passes(tmp_path):
+    env = _without_compilers(tmp_path)
+    for compiler in ("g++", "c++", "clang++", "gcc", "cc"):
+        assert shutil.which(compiler, path=env["PATH"]) is None, compiler
+    out = tmp_path / "run.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "run", "--variants", "baseline,compiled",
+         "--epochs", "3", "--warmup", "2", "--no-progress", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    doc = json.loads(out.read_text())
+    reason = doc["unavailable"]["compiled"]
+    assert "C++ compiler" in reason and "install g++" in reason
+    assert [r["variant"] for r in doc["results"]] == ["baseline"] and not doc["failures"]
+    # Declared before the dataset loads, so before anything trains.
+    na_line = proc.stderr.index("n/a: compiled: ")
+    assert na_line < proc.stderr.index("dataset cora:")
+    assert "n/a" in [line.split()[1] for line in proc.stdout.splitlines()
+                     if line.startswith("compiled ")]
+
+
+def test_version_option(capsys):
+    import gnnperf
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"gnnperf {gnnperf.__version__}"
+
+
+def _subparsers(parser):
+    import argparse
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def _option_blocks(help_text: str) -> dict[str, str]:
+    """--option -> its help block, as argparse prints it."""
+    blocks, current = {}, None
+    for line in help_text.splitlines():
+        stripped = line.strip()
+        if line.startswith("  -") and not line.startswith("   "):
+            current = stripped.split()[0].rstrip(",")
+            blocks[current] = stripped
+        elif current and line.startswith("    ") and stripped:
+            blocks[current] += " " + stripped
+        else:
+            current = None if not line.startswith("  ") else current
+    return blocks
+
+
+def test_every_option_shows_its_help_and_default():
+    from gnnperf.cli import build_parser
+    missing = []
+    for name, sub in _subparsers(build_parser()).items():
+        blocks = _option_blocks(sub.format_help())
+        for action in sub._actions:
+            if not action.option_strings or action.dest in ("help", "version"):
+                continue
+            option = action.option_strings[0]
+            block = blocks.get(option, "")
+            # A flag's default (off) and an absent option's (None) need no figure.
+            has_default = action.default is not None and action.default is not False
+            if not action.help or (has_default and "default" not in block):
+                missing.append(f"{name} {option}")
+    assert not missing, missing
+
+
+def test_every_commands_help_states_the_exit_codes():
+    import re
+    from gnnperf.cli import build_parser
+    parser = build_parser()
+    helps = {"gnnperf": parser.format_help(),
+             **{name: sub.format_help() for name, sub in _subparsers(parser).items()}}
+    for name, text in helps.items():
+        flat = " ".join(text.split())
+        assert re.search(r"exit status: 0 pass 1 a failure or regression\b.* 2 bad input\b",
+                         flat), name
+
+
+@pytest.mark.parametrize("confirmed, code", [(True, 0), (False, 1)])
+def test_bisect_exits_non_zero_when_its_answer_is_not_confirmed(monkeypatch, capsys,
+                                                                confirmed, code):
+    from gnnperf.gate import bisection
+    found = bisection.BisectResult("a" * 40, "subject", "aten_ops", 10, 12, confirmed)
+    monkeypatch.setattr(bisection, "bisect", lambda *args, **kwargs: found)
+    assert main(["bisect", "HEAD~1", "HEAD", "--quiet"]) == code
+    assert ("NOT confirmed" in capsys.readouterr().out) is not confirmed
+
+
+def _pyproject() -> dict:
+    import tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_pyproject_is_ready_for_a_pypi_release():
+    project = _pyproject()["project"]
+    assert project["license"] == "MIT"  # SPDX expression (PEP 639), not the deprecated table
+    assert project["license-files"] and all(list(ROOT.glob(p)) for p in project["license-files"])
+    assert {"Homepage", "Source", "Issues"} <= set(project["urls"])
+    classifiers = project["classifiers"]
+    assert not [c for c in classifiers if c.startswith("License ::")]  # PEP 639: the SPDX field
+    tested = [c.rsplit(" :: ", 1)[1] for c in classifiers
+              if c.startswith("Programming Language :: Python :: 3.")]
+    assert f"{sys.version_info[0]}.{sys.version_info[1]}" in tested
+    assert project["requires-python"] == f">={min(tested, key=lambda v: tuple(map(int, v.split('.'))))}"
+
+
+def test_readme_install_line_says_how_to_get_the_cpu_build_elsewhere():
+    head = (ROOT / "README.md").read_text().splitlines()[:20]
+    command = next(line for line in head if line.startswith("python3 -m venv"))
+    assert "pip install torch==2.13.0" in command  # line 1: what works here
+    text = " ".join(head)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in text
+    assert "so nothing large downloads" not in text

@@ -70,3 +70,45 @@ print("picked", pick_vec_isa())
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.startswith("picked"), out.stderr[-2000:]
+
+
+def test_cpp_compiler_is_inductors_own_search(monkeypatch):
+    # Inductor's configured search (config.cpp.cxx: $CXX, else g++): where
+    # it finds one, the check names the same; where none runs, None.
+    from torch._inductor import config
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    assert torch_private.cpp_compiler() == get_cpp_compiler()
+    monkeypatch.delenv("TORCH_INDUCTOR_INSTALL_GXX", raising=False)
+    with config.patch({"cpp.cxx": (None, "gnnperf-no-such-compiler")}):
+        assert torch_private.cpp_compiler() is None
+    assert torch_private.cpp_compiler() == get_cpp_compiler()
+
+
+def test_trace_autograd_ops_is_guarded_by_release():
+    # The flag exists from torch 2.11 on; this torch has it, an older one
+    # compiles the forward alone (whole_step_blocker says why).
+    import torch._dynamo
+    assert torch_private._release(torch.__version__) >= torch_private.OLDEST_TORCH
+    assert torch_private.traces_autograd_ops() is True
+    assert isinstance(torch._dynamo.config.trace_autograd_ops, bool)
+    assert torch_private._release("2.10.0+cu128") < torch_private.OLDEST_TORCH
+
+
+def test_without_autograd_tracing_compiled_compiles_the_forward(monkeypatch):
+    from gnnperf.data import load_dataset
+    from gnnperf.variants import TrainConfig, compiled, get_variant
+    monkeypatch.setattr(compiled, "traces_autograd_ops", lambda: False)
+    graph = load_dataset("synthetic:nodes=60,degree=3,features=4,classes=2").graph
+    run = get_variant("compiled").build(graph, TrainConfig(epochs=1), torch.device("cpu"))
+    assert run.compiled_step is None
+    assert run.stats["compiled"].startswith("forward (Dynamo in torch ")
+    assert "trace_autograd_ops" in run.stats["compiled"]
+
+
+def test_pyproject_torch_floor_is_the_oldest_torch_with_every_private_setting():
+    import tomllib
+    from pathlib import Path
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text())["project"]
+    floor = next(d for d in project["dependencies"] if d.startswith("torch>="))
+    assert torch_private._release(floor.removeprefix("torch>=")) == torch_private.OLDEST_TORCH

@@ -1,6 +1,7 @@
 """``gnnperf gate``, ``gnnperf bisect`` and ``gnnperf sensitivity``: their
 options and what they print. Exit status: 0 passed, 1 a regression (or a
-changed work metric), 2 a usage or set-up error."""
+changed work metric; for bisect, an answer not confirmed), 2 a usage or
+set-up error."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from gnnperf.cli import command_parser
 from gnnperf.measure.case import DEFAULT_DATASETS, Case
 from gnnperf.errors import GnnperfError
 
@@ -49,8 +51,8 @@ def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds:
 
 
 def add_parsers(sub) -> None:
-    gate = sub.add_parser(
-        "gate", help="A/B regression gate: base vs head (exact work metrics and an "
+    gate = command_parser(
+        sub, "gate", help="A/B regression gate: base vs head (exact work metrics and an "
                      "interleaved, statistically tested step time)",
         description="Compares a base (git ref, checkout or Python environment) with the head "
                     "tree: the exact work metrics of one training step must match, and the "
@@ -63,7 +65,9 @@ def add_parsers(sub) -> None:
                       help="the tree under test (default: the git checkout you stand in, "
                            "its top level)")
     gate.add_argument("--variants", help="comma-separated (default: the head tree's standard ones)")
-    gate.add_argument("--datasets", default=",".join(DEFAULT_DATASETS))
+    gate.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
+                      help="comma-separated datasets every variant trains on (cases "
+                           "variant@dataset; names as gnnperf run --dataset takes)")
     gate.add_argument("--models", default="gcn",
                       help="comma-separated models every variant trains (gcn, sage, gat, gin "
                            "or module:function; cases variant@dataset@model; default: gcn)")
@@ -80,8 +84,8 @@ def add_parsers(sub) -> None:
                       help="write the reviewer's table here (e.g. $GITHUB_STEP_SUMMARY)")
     gate.add_argument("--quiet", action="store_true", help="no progress lines")
 
-    bisect = sub.add_parser(
-        "bisect", help="the first commit between GOOD and BAD where a benchmark changed",
+    bisect = command_parser(
+        sub, "bisect", help="the first commit between GOOD and BAD where a benchmark changed",
         description="Binary search over the first-parent commits after GOOD up to BAD: by an "
                     "exact work metric, or by time with the gate's decision at each step and a "
                     "confirmation against the found commit's parent.")
@@ -95,23 +99,29 @@ def add_parsers(sub) -> None:
                              "graph_breaks, recompiles")
     bisect.add_argument("--repo", default=".", help="the git repository (default: here)")
     _add_timing_options(bisect, processes=6, rounds=30, arm_pythons=False)
-    bisect.add_argument("--quiet", action="store_true")
+    bisect.add_argument("--quiet", action="store_true", help="no progress lines")
 
-    study = sub.add_parser(
-        "sensitivity", help="the time gate's false-alarm and detection rates, measured",
+    study = command_parser(
+        sub, "sensitivity", help="the time gate's false-alarm and detection rates, measured",
         description="Injects calibrated slowdowns into copies of this tree and runs the gate's "
                     "timing on them: per threshold, A/A false alarms and detections per size.")
     study.add_argument("--case", default="baseline@cora", help="variant@dataset[@model]")
-    study.add_argument("--slowdowns", default="0.05,0.10,0.20")
-    study.add_argument("--trials", type=int, default=10)
-    study.add_argument("--processes", type=int, default=6)
+    study.add_argument("--slowdowns", default="0.05,0.10,0.20",
+                       help="injected slowdowns, comma-separated (0.05: +5%%)")
+    study.add_argument("--trials", type=int, default=10, help="gate runs per slowdown and A/A")
+    study.add_argument("--processes", type=int, default=6,
+                       help="worker pairs per gate run, the t-test's replicates")
     study.add_argument("--max-processes", type=int,
                        help="the adaptive gate's budget (default 3 x --processes); the study "
                             "reports the fixed and the adaptive gate from the same trials")
-    study.add_argument("--rounds", type=int, default=30)
-    study.add_argument("--sample-ms", type=float, default=12.0)
-    study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05")
-    study.add_argument("--alpha", type=float, default=0.01)
+    study.add_argument("--rounds", type=int, default=30, help="interleaved rounds per pair")
+    study.add_argument("--sample-ms", type=float, default=12.0,
+                       help="target CPU time of one timed block of steps")
+    study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05",
+                       help="minimum effects judged, comma-separated (the first is the "
+                            "adaptive gate's)")
+    study.add_argument("--alpha", type=float, default=0.01,
+                       help="one-sided significance level")
     study.add_argument("--no-pin", action="store_true", help="let the OS place the workers")
     study.add_argument("--json", type=Path, help="write every trial here (after each trial)")
     study.add_argument("--from-json", type=Path, help="re-judge a previous --json file")
@@ -193,7 +203,8 @@ def bisect_command(args: argparse.Namespace) -> int:
     result = bisect(args.good, args.bad, _cases(args.case, check_variant=False), args.metric,
                     args.repo, options, _log(args.quiet))
     print(result.describe() + f" in {time.perf_counter() - start:.0f} s")
-    return 0
+    # An answer the check against its parent did not confirm is no pass.
+    return 0 if result.confirmed else 1
 
 
 def sensitivity_command(args: argparse.Namespace) -> int:

@@ -377,6 +377,13 @@ class Technique:
         raise NotImplementedError
 
     @classmethod
+    def unavailable_on(cls, device: torch.device) -> str | None:
+        """Why this technique cannot run on :obj:`device` in this
+        environment, in one line naming the fix (a declared n/a, found
+        before the dataset loads), or None when it can."""
+        return None
+
+    @classmethod
     def standard_variant(cls) -> str:
         """The variant that shows this technique in the comparison (itself
         alone; a technique that needs another joins it here)."""
