@@ -1,11 +1,17 @@
 """The asv suite runs: ``asv check`` and a ``--quick`` smoke run of every
-benchmark on the current environment (no failure; CUDA-only figures n/a on CPU).
+benchmark in asv's own environment, built from ``asv.conf.json``'s matrix as
+a runner's ``asv run`` builds it (no failure; CUDA-only figures n/a on CPU).
 
-Select with ``pytest -m asv`` (or ``-k asv``); about 2-3 minutes on 2 cores.
-Results go to a temporary folder, never to the checkout's ``.asv/``.
+Select with ``pytest -m asv`` (or ``-k asv``); about 2-3 minutes on 2 cores,
+plus about a minute and a half when asv's environment is not built yet.
+Results go to a temporary folder, never to the checkout's ``.asv/results``;
+the environment is the config's own (``.asv/env``), which a later run, a
+developer's ``asv run`` and ``.ci/run``'s early build share.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import json
 import math
@@ -13,11 +19,17 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("asv", reason="asv not installed (pip install -e '.[bench]')")
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: pip's own copy of tomli, what tomllib became
+    from pip._vendor import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.asv
@@ -41,13 +53,14 @@ def asv_conf(tmp_path_factory) -> Path:
     return _temp_conf(tmp_path_factory.mktemp("asv"))
 
 
-def _temp_conf(tmp: Path) -> Path:
-    """The project's asv.conf.json with every output folder moved to :obj:`tmp`."""
+def _temp_conf(tmp: Path, env_dir: Path | None = None) -> Path:
+    """The project's asv.conf.json with every output folder moved to :obj:`tmp`
+    (the environments to :obj:`env_dir` where given)."""
     from asv.util import load_json
 
     conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
     conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"),
-                env_dir=str(tmp / "env"), results_dir=str(tmp / "results"),
+                env_dir=str(env_dir or tmp / "env"), results_dir=str(tmp / "results"),
                 html_dir=str(tmp / "html"))
     path = tmp / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2))
@@ -74,6 +87,71 @@ def test_asv_conf_pins_and_no_deps():
     assert all("--no-deps" in cmd for cmd in conf["install_command"] if "install" in cmd)
     assert conf["launch_method"] == "forkserver"
     assert all(conf[k].startswith(".asv/") for k in ("results_dir", "html_dir", "env_dir"))
+
+
+# pyproject's extras, each either installed by asv's matrix (the suite's own
+# figures import it), left out of it for a stated reason, or tooling that runs
+# asv and the tests rather than a benchmark: a new extra must be placed here.
+EXTRAS_IN_THE_MATRIX = {"cluster": "the cluster variant's METIS partition",
+                        "gpu": "OffloadGpuIdle's NVML utilisation on a GPU runner"}
+EXTRAS_LEFT_OUT = {"ogb": "a user's ogbn-* dataset only (GNNPERF_ASV_DATASETS); n/a without it"}
+TOOLING_EXTRAS = {"test", "bench"}
+PINNED = ("torch", "torch-geometric")
+
+
+def _name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def test_the_matrix_installs_every_runtime_dependency_of_pyproject():
+    # gnnperf goes into asv's environments with --no-deps (asv never replaces
+    # the torch build), so the matrix is all that installs its dependencies:
+    # pyproject's dependencies are the one list, and the matrix follows it.
+    from asv.util import load_json
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    req = load_json(str(ROOT / "asv.conf.json"), js_comments=True)["matrix"]["req"]
+    matrix = {canonicalize_name(key.removeprefix("pip+")): values for key, values in req.items()}
+    extras = project.get("optional-dependencies", {})
+    assert set(extras) == set(EXTRAS_IN_THE_MATRIX) | set(EXTRAS_LEFT_OUT) | TOOLING_EXTRAS, (
+        "place each extra of pyproject in EXTRAS_IN_THE_MATRIX, EXTRAS_LEFT_OUT or TOOLING_EXTRAS")
+    wanted = [Requirement(r) for r in project["dependencies"]]
+    wanted += [Requirement(r) for extra in EXTRAS_IN_THE_MATRIX for r in extras[extra]]
+    named = {canonicalize_name(r.name) for r in wanted}
+    assert set(matrix) == named, (
+        f"asv.conf.json's matrix lacks {sorted(named - set(matrix))} and has "
+        f"{sorted(set(matrix) - named)} beyond pyproject's dependencies")
+    for requirement in wanted:
+        for version in matrix[canonicalize_name(requirement.name)]:
+            # "" is pip's newest; a pin must be one pyproject allows.
+            assert version == "" or requirement.specifier.contains(version, prereleases=True), (
+                requirement, version)
+    for name in PINNED:  # bumped in commits of their own (docs/asv.md)
+        assert len(matrix[name]) == 1 and matrix[name][0], (name, matrix[name])
+
+
+def test_asv_builds_the_matrix_with_the_python_a_runner_has():
+    # The config's "pythons" (what the GPU workflow sets up) must be ones
+    # pyproject allows; a runner whose Python is another one builds the same
+    # matrix with `-E virtualenv:3.X`, its own interpreter found when no
+    # python3.X is on the PATH (docs/asv.md).
+    from asv.config import Config
+    from asv.environment import get_environments
+    from asv.util import load_json
+    from packaging.specifiers import SpecifierSet
+
+    conf = Config.from_json(load_json(str(ROOT / "asv.conf.json"), js_comments=True))
+    requires = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())
+                            ["project"]["requires-python"])
+    assert conf.pythons and all(requires.contains(f"{p}.0") for p in conf.pythons), conf.pythons
+    running = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    envs = list(get_environments(conf, [f"virtualenv:{running}"], verbose=False))
+    assert [env.python for env in envs] == [running]
+    assert envs[0].requirements == {k: v[0] for k, v in conf.matrix["req"].items()}
 
 
 _IMPORT_WITHOUT_CUDA = """
