@@ -21,9 +21,10 @@ nothing is new.
 
 ``pythons`` prints asv.conf.json's ``"pythons"``, one a line, for
 actions/setup-python, so the workflow installs exactly the interpreters that
-asv builds its environments from (asv.conf.json holds // comments, as asv's
-own JSON5 reader allows; this reader is stdlib only, because it runs before
-any package is installed).
+asv builds its environments from; without ``"pythons"`` asv builds with the
+Python that runs asv, and the command prints ``--default`` (the workflow's
+choice). asv.conf.json holds // comments, as asv's own JSON5 reader allows;
+this reader is stdlib only, because it runs before any package is installed.
 
 Stdlib only; ``tests/test_workflows.py`` tests it.
 
@@ -31,7 +32,7 @@ Usage::
 
     python tools/nightly_commits.py select --results .asv/results \\
         --machine gnnperf-gpu --rev HEAD --max 3 --output nightly-commits.txt
-    python tools/nightly_commits.py pythons [--config asv.conf.json]
+    python tools/nightly_commits.py pythons --default 3.11 [--config asv.conf.json]
 """
 
 from __future__ import annotations
@@ -139,14 +140,16 @@ def _strip_js_comments(text: str) -> str:
     return "".join(out)
 
 
-def asv_pythons(config: Path) -> list[str]:
-    """asv.conf.json's ``"pythons"`` (asv's default when absent: none listed,
-    i.e. the Python that runs asv, which the workflow cannot know)."""
+def asv_pythons(config: Path, default: str | None = None) -> list[str]:
+    """asv.conf.json's ``"pythons"``; ``[default]`` where it lists none (asv
+    then builds with the Python that runs it, the one the workflow sets up)."""
     data = json.loads(_strip_js_comments(Path(config).read_text(encoding="utf-8")))
     pythons = data.get("pythons")
-    if not pythons:
-        raise ValueError(f"{config} lists no \"pythons\": the workflow needs a version to set up")
-    return [str(p) for p in pythons]
+    if pythons:
+        return [str(p) for p in pythons]
+    if default:
+        return [default]
+    raise ValueError(f"{config} lists no \"pythons\" and no --default was given")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,11 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     sel.add_argument("--output", type=Path, required=True, help="a HASHFILE for asv run")
     py = sub.add_parser("pythons", help="asv.conf.json's pythons, one a line")
     py.add_argument("--config", type=Path, default=Path("asv.conf.json"))
+    py.add_argument("--default", help="the version to set up where asv.conf.json lists none")
     args = parser.parse_args(argv)
 
     if args.command == "pythons":
         try:
-            print("\n".join(asv_pythons(args.config)))
+            print("\n".join(asv_pythons(args.config, args.default)))
         except (OSError, ValueError) as err:
             print(f"nightly_commits: {err}", file=sys.stderr)
             return 2
