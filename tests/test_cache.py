@@ -45,7 +45,7 @@ def _at_once(tmp_path: Path, monkeypatch, work, rounds: int = ROUNDS) -> list[tu
     results = []
     for round_ in range(rounds):
         folder = tmp_path / f"round-{round_}"
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)
         monkeypatch.setenv("GNNPERF_CACHE", str(folder / "cache"))
         barrier = context.Barrier(PROCESSES)
         processes = [context.Process(target=_load_at_once, args=(barrier, folder, rank, work))
@@ -61,11 +61,19 @@ def _at_once(tmp_path: Path, monkeypatch, work, rounds: int = ROUNDS) -> list[tu
 
 
 def _load_cora() -> str:
-    data = load_dataset("cora")
-    return "ok" if data.num_nodes == 2708 and data.num_edges == 10556 else "wrong graph"
+    # The bundled copy (processed into the cache) and a pyg: class (processed
+    # beside the raw files of a data root the processes share).
+    bundled = load_dataset("cora")
+    library = load_dataset("pyg:Planetoid/Cora", os.environ["GNNPERF_CACHE"] + ".data")
+    ok = all(data.num_nodes == 2708 and data.num_edges == 10556 for data in (bundled, library))
+    return "ok" if ok else "wrong graph"
 
 
 def test_processes_on_one_cold_cache_all_load_cora(tmp_path, monkeypatch):
+    from gnnperf.data import BUNDLED_PLANETOID
+    for round_ in range(ROUNDS):
+        shutil.copytree(BUNDLED_PLANETOID / "Cora",
+                        tmp_path / f"round-{round_}" / "cache.data" / "Planetoid" / "Cora")
     results = _at_once(tmp_path, monkeypatch, _load_cora)
     assert [outcome for outcome, _ in results] == ["ok"] * len(results)
     # A cold cache holds no corrupt entry to rebuild.
