@@ -455,7 +455,9 @@ def sampler_command(args: argparse.Namespace) -> int:
                              args.seed, roofs)
     print(report.format_sampler(result, dataset))
     if args.json:
-        payload = {"environment": {**environment(args.seed, device, tuned),
+        from gnnperf.schemas import SCHEMA_VERSION
+        payload = {"schema_version": SCHEMA_VERSION,  # the format: gnnperf/schemas/sampler.json
+                   "environment": {**environment(args.seed, device, tuned),
                                    "dataset": dataset.identity(),
                                    "roofs": roofs.to_dict()},
                    "result": result.to_dict()}

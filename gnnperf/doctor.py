@@ -270,6 +270,10 @@ class Doctor:
         trains; ``sampled+compiled`` compiles once across batch shapes."""
         from gnnperf.measure.runner import result_label
         from gnnperf.variants import TrainConfig, get_variant
+        from gnnperf.variants.compiled import compile_unavailable_because
+        reason = compile_unavailable_because(self.device)
+        if reason:  # a declared "cannot here": the variants check says n/a too
+            return Check("compile: no graph breaks, one graph", SKIP, reason=reason)
         trained = getattr(self, "trained", {})
         runs = [trained.get(result_label("compiled", model)) for model in self.models]
         if not runs or None in runs:

@@ -162,7 +162,9 @@ def to_json(results: Sequence[VariantResult], env: dict, config: dict,
     of ``config["variants"]`` are still to run (or the run was cut short).
     ``failures`` failed; ``unavailable`` cannot run here (the reason names
     the fix, e.g. an optional dependency to install)."""
+    from gnnperf.schemas import SCHEMA_VERSION
     return json.dumps({
+        "schema_version": SCHEMA_VERSION,  # the format: gnnperf/schemas/run.json
         "complete": complete,
         "environment": env,
         "config": config,

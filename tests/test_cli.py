@@ -447,3 +447,26 @@ def test_readme_install_line_says_how_to_get_the_cpu_build_elsewhere():
     text = " ".join(head)
     assert "--index-url https://download.pytorch.org/whl/cpu" in text
     assert "so nothing large downloads" not in text
+
+
+def test_runs_on_the_lowest_torch_geometric_pyproject_allows(tmp_path):
+    # GNNPERF_TEST_OLD_PYG: a folder holding pyproject's lowest
+    # torch-geometric (pip install --no-deps --target DIR torch-geometric==X),
+    # put ahead of this venv's on the path of a real run.
+    folder = os.environ.get("GNNPERF_TEST_OLD_PYG")
+    if not folder:
+        pytest.skip("GNNPERF_TEST_OLD_PYG is not set (.ci/run sets it)")
+    floor = next(d for d in _pyproject()["project"]["dependencies"]
+                 if d.startswith("torch-geometric>="))
+    lowest = floor.removeprefix("torch-geometric>=")
+    out = tmp_path / "old.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [folder, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "run", "--variants", "baseline,sampled,sparse",
+         "--epochs", "4", "--warmup", "3", "--no-progress", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["environment"]["torch_geometric"] == lowest
+    assert [r["variant"] for r in doc["results"]] == ["baseline", "sampled", "sparse"]

@@ -64,3 +64,19 @@ def test_the_shared_training_stands_in_for_the_real_call_only(reuse_trained, cor
                                                    "cpu", 2)
     assert reuse_trained.hits == ["sampled"]  # trained for real
     assert len(other.losses) == 4 and other.losses == real.losses[:4]
+
+
+def test_without_a_cpp_compiler_the_compile_checks_are_skipped_with_the_fix(monkeypatch):
+    # compiled's n/a rule is one definition: the doctor's variant check and
+    # its compile check both skip, naming the fix, and neither fails.
+    from gnnperf.doctor import SKIP
+    import gnnperf.variants
+    monkeypatch.setattr("gnnperf.variants.compiled.cpp_compiler", lambda: None)
+    monkeypatch.setattr(gnnperf.variants, "standard_variants", lambda: ["compiled"])
+    doctor = Doctor(torch.device("cpu"))
+    trained = doctor.variants()
+    assert [(c.name, c.status) for c in trained] == [("train compiled", SKIP)]
+    compile_check = doctor.compile_once()
+    assert compile_check.status == SKIP
+    for check in (*trained, compile_check):
+        assert "install g++" in check.reason

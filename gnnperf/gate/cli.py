@@ -158,8 +158,7 @@ def _cases(text: str, check_variant: bool = True) -> Case:
 def gate_command(args: argparse.Namespace) -> int:
     from gnnperf.models import parse_models
     from gnnperf.data import split_datasets
-    from gnnperf.gate.arms import checkout_top
-    from gnnperf.gate.compare import GateOptions, run_gate
+    from gnnperf.gate.compare import GateOptions, default_head_dir, run_gate
     from gnnperf.io import write_atomic
 
     for path, option in ((args.json, "--json"), (args.markdown, "--markdown")):
@@ -167,7 +166,8 @@ def gate_command(args: argparse.Namespace) -> int:
             raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist")
     options = GateOptions(
         base=args.base, base_dir=args.base_dir,
-        head_dir=str(Path(args.head_dir).resolve() if args.head_dir else checkout_top()),
+        head_dir=(str(Path(args.head_dir).resolve()) if args.head_dir else default_head_dir(
+            args.base, args.base_dir, args.base_python, args.head_python)),
         base_python=args.base_python, head_python=args.head_python,
         variants=[v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants else None,
@@ -181,7 +181,10 @@ def gate_command(args: argparse.Namespace) -> int:
     result = run_gate(options, _log(args.quiet))
     print(result.text)
     if args.json:
-        write_atomic(args.json, json.dumps(result.report, indent=1).encode())
+        from gnnperf.schemas import SCHEMA_VERSION
+        # The format: gnnperf/schemas/gate.json.
+        document = {"schema_version": SCHEMA_VERSION, **result.report}
+        write_atomic(args.json, json.dumps(document, indent=1).encode())
     if args.markdown:
         with open(args.markdown, "a") as out:  # appends: GITHUB_STEP_SUMMARY may hold more
             out.write(result.markdown)
