@@ -87,6 +87,64 @@ def test_environment_arms_run_one_tree_under_two_interpreters(tmp_path):
     assert arms["head"]["interpreter"] == sys.executable
 
 
+@pytest.fixture(scope="module")
+def installed_gnnperf(tmp_path_factory) -> Path:
+    """gnnperf as pip installs it from its wheel: a site folder holding the
+    package alone, no checkout, no benchmarks/."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "-w", str(tmp / "dist"), str(ROOT)], check=True)
+    wheel = next((tmp / "dist").glob("gnnperf-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--target", str(tmp / "site"), str(wheel)], check=True)
+    return tmp / "site"
+
+
+def test_environment_arms_run_a_pip_installed_gnnperf_from_anywhere(installed_gnnperf,
+                                                                    tmp_path):
+    wrapper = tmp_path / "venv-b" / "bin" / "python"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    cwd = tmp_path / "elsewhere"  # no checkout
+    cwd.mkdir()
+    out = tmp_path / "env.json"
+    env = dict(os.environ, PYTHONPATH=str(installed_gnnperf))
+    result = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "gate", "--no-time", "--variants", "baseline",
+         "--datasets", SMALL, "--base-python", str(wrapper), "--json", str(out)],
+        cwd=cwd, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    arms = json.loads(out.read_text())["arms"]
+    assert arms["base"]["tree"] == arms["head"]["tree"] != str(ROOT)
+    assert arms["base"]["interpreter"] == str(wrapper)
+    import gnnperf
+    import torch
+    import torch_geometric
+    for arm in ("base", "head"):  # each arm's versions, in the JSON and the text
+        assert arms[arm]["gnnperf"] == gnnperf.__version__
+        assert arms[arm]["torch"] == torch.__version__
+        assert arms[arm]["torch_geometric"] == torch_geometric.__version__
+    assert f"torch_geometric {torch_geometric.__version__}" in result.stdout
+    assert f"gnnperf {gnnperf.__version__}" in result.stdout
+
+
+def test_the_head_tree_is_the_gnnperf_checkout_you_stand_in_or_the_installed_one(
+        tmp_path, monkeypatch):
+    from gnnperf.gate.compare import default_head_dir
+    other = tmp_path / "other-project"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    (other / "gnnperf").mkdir()  # a folder of the same name, not gnnperf's checkout
+    envs = ("a/bin/python", "b/bin/python")
+    for where, expected in [(ROOT / "gnnperf" / "gate", str(ROOT)), (other, None),
+                            (tmp_path, None)]:
+        monkeypatch.chdir(where)
+        assert default_head_dir(None, None, *envs) == expected, where
+    from gnnperf.errors import GnnperfError
+    with pytest.raises(GnnperfError, match="not inside a git checkout"):
+        default_head_dir("HEAD~1", None, *envs)  # trees need git: one line
+
+
 def _one_line_errors(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith("gnnperf:")]
 

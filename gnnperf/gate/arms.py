@@ -54,6 +54,28 @@ def git_state(tree: Path) -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(dirty.stdout.strip())
 
 
+def gnnperf_checkout(where: Path | str = ".") -> Path | None:
+    """The top of the gnnperf checkout :obj:`where` is in, or ``None`` outside
+    one (no checkout, or another project's)."""
+    proc = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    top = Path(proc.stdout.strip()).resolve()
+    return top if (top / "gnnperf" / "gate" / "worker.py").is_file() else None
+
+
+def installed_tree(dest: Path) -> Path:
+    """A tree holding a copy of the gnnperf this process runs (a pip install,
+    no checkout): both arms of an environment comparison import it, so only
+    their environments differ."""
+    import gnnperf
+
+    shutil.copytree(Path(gnnperf.__file__).resolve().parent, dest / "gnnperf",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest
+
+
 def checkout_top(where: Path | str = ".") -> Path:
     """The git top level of :obj:`where` (as git and asv find the tree you
     stand in), or a one-line error outside a checkout."""
@@ -67,9 +89,10 @@ def checkout_top(where: Path | str = ".") -> Path:
 
 @dataclass
 class ArmProbe:
-    """What an arm is: its tree's commit and state, its interpreter's Python,
-    torch and PyG versions, its registry's standard variants and, per name
-    asked about, the registry's spelling (``None``: unknown there)."""
+    """What an arm is: its tree's commit and state, its gnnperf version, its
+    interpreter's Python, torch and PyG versions, its registry's standard
+    variants and, per name asked about, the registry's spelling (``None``:
+    unknown there)."""
     tree: str
     label: str
     commit: str | None
@@ -80,18 +103,20 @@ class ArmProbe:
     torch_geometric: str
     standard_variants: list[str]
     known: dict[str, str | None]
+    gnnperf: str = "unknown"
 
     def headline(self) -> str:
         state = "" if self.dirty is None else " (dirty)" if self.dirty else " (clean)"
-        commit = (self.commit or "no commit")[:12]
+        where = (f"{self.tree} at {(self.commit or 'no commit')[:12]}{state}"
+                 if self.commit is not None or self.dirty is not None else self.tree)
         label = f"{self.label} " if self.label else ""
-        return (f"{label}{self.tree} at {commit}{state}; Python {self.python} "
+        return (f"{label}{where}; gnnperf {self.gnnperf}, Python {self.python} "
                 f"({self.interpreter}), torch {self.torch}, torch_geometric "
                 f"{self.torch_geometric}")
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
-            "tree", "label", "commit", "dirty", "python", "interpreter", "torch",
+            "tree", "label", "commit", "dirty", "gnnperf", "python", "interpreter", "torch",
             "torch_geometric")}
 
 
@@ -101,7 +126,7 @@ def _arm_probe(arm: Arm, found: dict) -> ArmProbe:
         commit, dirty = arm.commit, False
     return ArmProbe(str(arm.tree), arm.label, commit, dirty, found["python"], arm.python,
                     found["torch"], found["torch_geometric"], found["standard_variants"],
-                    found["known"])
+                    found["known"], found.get("gnnperf", "unknown"))
 
 
 def _registry_error(arm: Arm, stderr: str) -> GnnperfError:

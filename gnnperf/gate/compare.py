@@ -27,7 +27,9 @@ class GateOptions:
             Python arms given, the head tree itself).
         base_dir (str): A checkout to use as the base instead of a ref.
         head_dir (str): The tree under test (the CLI's default: the git top
-            level of the current directory).
+            level of the current directory, :func:`default_head_dir`);
+            ``None`` for environment arms outside a gnnperf checkout: both
+            arms run a copy of the installed gnnperf.
         repo (str): The repository :obj:`base` is read from (default: the head tree).
         base_python (str), head_python (str): Interpreters of the arms
             (other virtual environments: dependency releases as arms).
@@ -56,7 +58,7 @@ class GateOptions:
     """
     base: str | None = None
     base_dir: str | None = None
-    head_dir: str = "."
+    head_dir: str | None = "."
     repo: str | None = None
     base_python: str = sys.executable
     head_python: str = sys.executable
@@ -95,7 +97,11 @@ class GateOptions:
                 raise GnnperfError(f"interpreter {python} not found; give a venv's bin/python")
         if self.base_dir and not (Path(self.base_dir) / "gnnperf").is_dir():
             raise GnnperfError(f"--base-dir {self.base_dir} has no gnnperf folder; give a checkout")
-        if not (Path(self.head_dir) / "gnnperf").is_dir():
+        if self.head_dir is None:
+            if not self.environment_arms:
+                raise GnnperfError("comparing trees (--base, --base-dir) needs a gnnperf "
+                                   "checkout: cd into one, or give --head-dir")
+        elif not (Path(self.head_dir) / "gnnperf").is_dir():
             raise GnnperfError(f"--head-dir {self.head_dir} has no gnnperf folder; give a checkout")
         for name in self.datasets:
             check_dataset_name(name)
@@ -113,6 +119,12 @@ class GateOptions:
         model_pairs(known, list(self.models), named=True)
         for case in self.cases:
             check_dataset_name(case.dataset)
+
+    @property
+    def environment_arms(self) -> bool:
+        """Whether the arms are two environments over one tree (only
+        interpreters given), not two trees."""
+        return self.base is None and self.base_dir is None and self.base_python != self.head_python
 
     @property
     def budget(self) -> int:
@@ -141,13 +153,17 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
     head, or the head cannot measure one (a crash, a non-finite loss).
     Unknown names, and a run that measures nothing, are errors."""
     options.validate()
-    head_tree = Path(options.head_dir).resolve()
-    head = Arm(head_tree, options.head_python)
     with tempfile.TemporaryDirectory(prefix="gnnperf-gate-") as tmp:
+        if options.head_dir is None:
+            head_tree = arm_runner.installed_tree(Path(tmp) / "installed")
+            head = Arm(head_tree, options.head_python, "installed gnnperf")
+        else:
+            head_tree = Path(options.head_dir).resolve()
+            head = Arm(head_tree, options.head_python)
         if options.base_dir:
             base = Arm(Path(options.base_dir).resolve(), options.base_python)
-        elif options.base is None and (options.base_python != options.head_python):
-            base = Arm(head_tree, options.base_python)  # environments are the arms: one tree
+        elif options.environment_arms:
+            base = Arm(head_tree, options.base_python, head.label)  # one tree, two environments
         else:
             label = options.base or "HEAD"
             repo = options.repo or head_tree
@@ -316,6 +332,21 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                   or report.get("time", {}).get("failed"))
     report["failed"] = failed
     return GateResult(failed, "\n".join(text), report)
+
+
+def default_head_dir(base: str | None, base_dir: str | None, base_python: str,
+                     head_python: str) -> str | None:
+    """The head tree when none is given: the gnnperf checkout the current
+    directory is in; outside one, for environment arms, ``None`` (the
+    installed gnnperf); else the one-line error that trees need git."""
+    from gnnperf.gate.arms import checkout_top, gnnperf_checkout
+
+    top = gnnperf_checkout()
+    if top is not None:
+        return str(top)
+    if base is None and base_dir is None and base_python != head_python:
+        return None
+    return str(checkout_top())
 
 
 def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,

@@ -210,6 +210,7 @@ def probe(tree: str, names: list[str]) -> dict:
     sys.path.insert(0, str(Path(tree).resolve()))
     import torch
     import torch_geometric
+    import gnnperf
     from gnnperf.variants import get_variant
     try:
         from gnnperf.variants import standard_variants
@@ -223,6 +224,7 @@ def probe(tree: str, names: list[str]) -> dict:
         except Exception:  # noqa: BLE001 -- unknown, or a registry that cannot say
             known[name] = None
     return {"python": sys.version.split()[0], "torch": torch.__version__,
+            "gnnperf": getattr(gnnperf, "__version__", "unknown"),
             "torch_geometric": torch_geometric.__version__,
             "standard_variants": list(standard), "known": known}
 
