@@ -602,6 +602,9 @@ def _clean_env(home: Path) -> dict:
     return env
 
 
+# asv: it runs asv check and an asv run --quick, as the asv smoke tests do
+# (cpu.yml's pytest step leaves them to its own asv step).
+@pytest.mark.asv
 def test_cpu_workflow_test_job_runs_in_a_fresh_clone(tmp_path):
     wf = _workflow("cpu.yml")
     jobs = wf["jobs"]
