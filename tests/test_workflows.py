@@ -104,6 +104,8 @@ runLintForFiles(files).then((r) => {
 
 
 def _declared_labels() -> set[str]:
+    if not ACTIONLINT_CONFIG.is_file():
+        return set()
     config = yaml.safe_load(ACTIONLINT_CONFIG.read_text()) or {}
     return set((config.get("self-hosted-runner") or {}).get("labels") or [])
 
