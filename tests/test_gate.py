@@ -452,3 +452,37 @@ def test_each_process_pair_starts_from_its_own_layout():
         for key in ("heap", "mmap", "hash"):
             seen = [pair[arm][key] for pair in layouts]
             assert len(set(seen)) == len(seen), (arm, key, seen)
+
+
+def test_the_sensitivity_study_times_with_the_gates_own_code_path(monkeypatch):
+    """A calibration measures the gate users run: each comparison of a trial
+    is one call of the gate's own timing (its pairs, layouts, arm order and
+    adaptive extra pairs) with the gate's default options."""
+    from gnnperf.gate import compare, sensitivity
+    from gnnperf.gate.compare import GateOptions
+    calls = []
+
+    def fake_time_gate(arms, cases, options, states, log=None, started=None):
+        calls.append((arms, cases, options))
+        slow = 1.05 if "B50" in str(arms["head"].tree) else 1.0
+        rng = random.Random(len(calls))
+        a = [[0.01 * math.exp(rng.gauss(0, 0.01)) for _ in range(5)] for _ in range(6)]
+        b = [[t * slow for t in rounds] for rounds in a]
+        return [gate.TimeSamples(cases[0].name, 3, options.clock, a, b, a, b)]
+
+    monkeypatch.setattr(compare, "time_gate", fake_time_gate)
+    monkeypatch.setattr(sensitivity, "calibrate", lambda arm, case: 0.01)
+    settings = sensitivity.StudySettings(Case("baseline", "cora"), slowdowns=(0.05,), trials=2,
+                                         scratch="copy-input")
+    study = sensitivity.run_study(settings, ROOT)
+    assert len(calls) == 4 and len(study["trials"]) == 4  # (A/A, +5%) x 2 trials
+    defaults = GateOptions()
+    for arms, cases, options in calls:
+        assert set(arms) == {"base", "head"} and arms["base"].tree != arms["head"].tree
+        for name in ("processes", "rounds", "sample_ms", "threshold", "alpha", "clock",
+                     "pin_cpus", "budget"):
+            assert getattr(options, name) == getattr(defaults, name), name
+    by_slowdown = {t["slowdown"]: t for t in study["trials"]}
+    assert by_slowdown[0.0]["cpu"]["ratio"] == pytest.approx(1.0)
+    assert by_slowdown[0.05]["cpu"]["ratio"] == pytest.approx(1.05)
+    assert study["settings"]["scratch"] == "copy-input"

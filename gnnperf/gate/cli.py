@@ -118,10 +118,16 @@ def add_parsers(sub) -> None:
     study.add_argument("--sample-ms", type=float, default=12.0,
                        help="target CPU time of one timed block of steps")
     study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05",
-                       help="minimum effects judged, comma-separated (the first is the "
-                            "adaptive gate's)")
+                       help="minimum effects the trials are judged at afterwards, "
+                            "comma-separated (the fixed gate's rows)")
     study.add_argument("--alpha", type=float, default=0.01,
                        help="one-sided significance level")
+    study.add_argument("--threshold", type=float, default=0.03,
+                       help="the threshold each trial's gate runs with (its adaptive extra "
+                            "pairs follow it): the gate's own default")
+    study.add_argument("--scratch", choices=("copy-input",),
+                       help="a change every arm carries, e.g. copy-input: each step copies "
+                            "the features (an allocation-bound step)")
     study.add_argument("--no-pin", action="store_true", help="let the OS place the workers")
     study.add_argument("--json", type=Path, help="write every trial here (after each trial)")
     study.add_argument("--from-json", type=Path, help="re-judge a previous --json file")
@@ -234,16 +240,17 @@ def sensitivity_command(args: argparse.Namespace) -> int:
         if not slowdowns or min(slowdowns) <= 0:
             raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
-                                 args.rounds, args.sample_ms, args.alpha, thresholds[0],
-                                 pin_cpus=not args.no_pin, max_processes=args.max_processes)
+                                 args.rounds, args.sample_ms, args.alpha, args.threshold,
+                                 pin_cpus=not args.no_pin, max_processes=args.max_processes,
+                                 scratch=args.scratch)
         if settings.budget < settings.processes:
             raise GnnperfError(f"--max-processes {args.max_processes} is below --processes "
                                f"{args.processes}; give at least as many (equal: no adaptivity)")
 
         def progress(study: dict, latest: list[dict]) -> None:
             done = latest[0]["trial"] + 1
-            print(f"trial {done}/{settings.trials} [{latest[0]['seconds']:.0f} s, "
-                  f"{latest[0]['sets']} sets] " + "  ".join(
+            print(f"trial {done}/{settings.trials} [{sum(r['seconds'] for r in latest):.0f} s] "
+                  + "  ".join(
                       f"{_label(r['slowdown'])}: {r['cpu']['ratio']:.3f} (p {r['cpu']['p_slower']:.3f}"
                       f"; adaptive {r['adaptive']['ratio']:.3f}, p {r['adaptive']['p_slower']:.3f}"
                       f", {r['adaptive']['pairs']} pairs)" for r in latest), flush=True)

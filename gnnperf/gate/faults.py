@@ -12,7 +12,9 @@ broke, which must fail the variant rather than time NaN arithmetic) and
 and later ones: a commit whose variant is broken, which must show as failed,
 never as n/a) and ``unavailable`` (building it
 raises gnnperf's declared "cannot here", as a missing optional dependency
-does: n/a, never failed).
+does: n/a, never failed) and ``copy-input`` (every step allocates a copy of
+the graph's features: an allocation-bound step, the sensitivity study's
+scratch change applied to both arms).
 
 Used by the gate's sensitivity study, ``gnnperf bisect``'s tests, the asv
 gate demo and the gate's tests.
@@ -23,7 +25,7 @@ from pathlib import Path
 
 PATCHED_FILE = "gnnperf/variants/__init__.py"
 
-KINDS = ("extra-op", "slowdown", "nan", "crash", "unavailable")
+KINDS = ("extra-op", "slowdown", "nan", "crash", "unavailable", "copy-input")
 
 _TEMPLATE = '''
 
@@ -47,6 +49,8 @@ def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amoun
 
             def faulty_step(batch):
                 start = _time.process_time()
+                if kind == "copy-input":  # an allocation-bound step: a fresh copy of the features
+                    scratch = data.x.clone()
                 loss = step(batch)
                 steps_done[0] += 1
                 if kind == "crash" and steps_done[0] >= amount:
@@ -60,6 +64,8 @@ def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amoun
                         loss = loss * float("nan")
                 elif kind == "extra-op":
                     loss.add(1.0)  # one more ATen call and a 4-byte allocation
+                elif kind == "copy-input":
+                    del scratch  # freed after the step, so the step's peak holds it
                 else:
                     # Calibrated extra CPU work: this fraction of the step's own CPU time.
                     deadline = _time.process_time() + amount * (_time.process_time() - start)
@@ -83,7 +89,8 @@ def fault_patch(kind: str, variant: str | None = None, amount: float = 0.0) -> s
     self-calibrating whatever the machine's load), ``nan`` (NaN parameters
     and loss from step :obj:`amount` on, counted from 1), ``crash`` (the
     variant's build raises, or from step :obj:`amount` on its steps) or ``unavailable`` (it raises a declared
-    "cannot here"), for :obj:`variant` only or every variant
+    "cannot here") or ``copy-input`` (a copy of the features each step),
+    for :obj:`variant` only or every variant
     (``None``)."""
     if kind not in KINDS:
         raise ValueError(f"unknown fault {kind!r}; use one of {', '.join(KINDS)}")

@@ -1,26 +1,23 @@
-"""The time gate's sensitivity: false-alarm and detection rates, measured.
+"""The time gate's sensitivity: false-alarm and detection rates, measured
+on the gate's default path.
 
-Copies the working tree (arm A) and makes copies in which one variant's
-training step burns extra CPU time equal to ``s`` times the step's own
-(:mod:`gnnperf.gate.faults`, self-calibrating, so the injected slowdown stays ``s``
-whatever the load), then times them with the gate's interleaved timing
-(:func:`gnnperf.gate.arms.run_arms`). A trial starts ``processes`` sets of
-worker processes, one per arm (A, a second A for the A/A comparison, and
-one per slowdown), times ``rounds`` rounds in each, the arms in a random
-order every round, and judges each comparison (A'/A, B/A per slowdown)
-exactly as the gate judges base/head. Sharing worker start-up across arms
-keeps a trial affordable; more arms spread each round over more time than
-the gate's two, so the study is if anything pessimistic.
+Copies the working tree (arm A, and A' for the A/A comparison) and makes
+copies in which one variant's training step burns extra CPU time equal to
+``s`` times the step's own (:mod:`gnnperf.gate.faults`, self-calibrating, so
+the injected slowdown stays ``s`` whatever the load); a scratch change
+(``copy-input``: an allocation-bound step) can go into every copy alike. A
+trial runs the gate's own timing (:func:`gnnperf.gate.compare.time_gate`)
+once per comparison, A'/A and B/A per slowdown, each with its own process
+pairs, layouts, arm orders and adaptive extra pairs, exactly as
+``gnnperf gate`` times base and head.
 
 From the stored ratios and p-values it reports, per decision threshold
 (the gate's ``--threshold``) and clock, the false-alarm rate (A/A trials
 judged a regression) and the detection rate per slowdown
-(``gnnperf sensitivity``), for the fixed gate (``--processes`` pairs) and
-the adaptive one (one more pair at a time while a comparison is
-inconclusive, up to ``--max-processes``): a trial runs its extra sets while
-any comparison wants one, and each comparison is judged on the pairs the
-adaptive gate would have used, so one study gives both, with the wall time
-each took.
+(``gnnperf sensitivity``), for the fixed gate (the first ``--processes``
+pairs) and the adaptive one (one more pair at a time while a comparison is
+inconclusive, up to ``--max-processes``: what the gate ran), with the wall
+time each took.
 """
 from __future__ import annotations
 
@@ -36,7 +33,7 @@ from typing import Callable
 from gnnperf.gate import faults
 from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
-from gnnperf.gate.arms import Arm, TimeWorker, copy_tree, run_arms
+from gnnperf.gate.arms import Arm, TimeWorker, copy_tree
 from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide, judge,
                                 pair_log_ratios, pair_test)
 
@@ -55,6 +52,7 @@ class StudySettings:
     threshold: float = 0.03
     pin_cpus: bool = True
     max_processes: int | None = None  # the adaptive budget (None: 3 x processes)
+    scratch: str | None = None  # a fault kind every arm carries (e.g. "copy-input")
 
     @property
     def budget(self) -> int:
@@ -76,77 +74,69 @@ def calibrate(arm: Arm, case: Case, samples: int = 30) -> float:
 def run_study(settings: StudySettings, source: Path,
               on_trial: Callable[[dict, list[dict]], None] | None = None) -> dict:
     """Runs the trials; returns ``{"settings": ..., "trials": [...]}``, each
-    trial's per-round log ratios kept so :func:`rejudge` can apply another
-    rule. :obj:`on_trial` sees the study so far after each trial."""
+    comparison's per-round log ratios kept so :func:`rejudge` can apply another
+    rule. :obj:`on_trial` sees the study so far after each trial.
+
+    Each comparison of a trial (A'/A, then B/A per slowdown) is one run of
+    the gate's own timing, :func:`~gnnperf.gate.compare.time_gate`, with the
+    gate's defaults for whatever :obj:`settings` leaves open: its own process
+    pairs (each from a layout of its own), its adaptive extra pairs, its
+    arm order. The rates measured are the default gate's."""
+    from gnnperf.gate.compare import GateOptions, time_gate
+
     case = settings.case
     record_settings = {"case": case.name, "trials": settings.trials,
                        "processes": settings.processes, "rounds": settings.rounds,
                        "sample_ms": settings.sample_ms, "alpha": settings.alpha,
                        "threads": case.threads, "pin_cpus": settings.pin_cpus,
-                       "threshold": settings.threshold, "max_processes": settings.budget}
+                       "threshold": settings.threshold, "max_processes": settings.budget,
+                       "scratch": settings.scratch, "path": "gate"}
+    options = GateOptions(processes=settings.processes, max_processes=settings.budget,
+                          rounds=settings.rounds, sample_ms=settings.sample_ms,
+                          threshold=settings.threshold, alpha=settings.alpha,
+                          pin_cpus=settings.pin_cpus, work_gate=False)
     with tempfile.TemporaryDirectory(prefix="gnnperf-sensitivity-") as tmp:
-        try:
-            tree_a = copy_tree(source, Path(tmp) / "A")
-        except subprocess.CalledProcessError:
-            raise GnnperfError(f"{source} is not a git checkout; the study copies the files "
-                               f"git tracks") from None
-        record_settings["step_cpu_s"] = calibrate(Arm(tree_a), case)
-        arms = {"A": Arm(tree_a), "A2": Arm(tree_a)}
-        for s in settings.slowdowns:
-            tree = copy_tree(source, Path(tmp) / f"B{round(s * 1000)}")
-            faults.inject(tree, "slowdown", case.variant, s)
-            arms[f"B{s}"] = Arm(tree)
+        def tree(name: str, slowdown: float = 0.0) -> Path:
+            try:
+                copy = copy_tree(source, Path(tmp) / name)
+            except subprocess.CalledProcessError:
+                raise GnnperfError(f"{source} is not a git checkout; the study copies the files "
+                                   f"git tracks") from None
+            if settings.scratch:  # the change under study, in every arm alike
+                faults.inject(copy, settings.scratch, case.variant)
+            if slowdown:
+                faults.inject(copy, "slowdown", case.variant, slowdown)
+            return copy
+
+        arm_a = Arm(tree("A"))
+        record_settings["step_cpu_s"] = calibrate(arm_a, case)
+        comparisons = [(0.0, Arm(tree("A2")))] + [
+            (s, Arm(tree(f"B{round(s * 1000)}", s))) for s in settings.slowdowns]
         trials: list[dict] = []
         start = time.perf_counter()
-        comparisons = [(0.0, "A2")] + [(s, f"B{s}") for s in settings.slowdowns]
         for trial in range(settings.trials):
-            trial_start = time.perf_counter()
-            states: dict = {}
-            steps, times = run_arms(arms, [case], settings.processes, settings.rounds,
-                                    settings.sample_ms, pin_cpus=settings.pin_cpus,
-                                    states=states)
-            if not steps[0]:
-                why = "; ".join(s["reason"] for s in states.get(case.name, {}).values())
-                raise GnnperfError(f"{case.name} cannot run in this tree ({why or 'absent'})")
-            per_arm = times[case.name]
-            fixed_seconds = time.perf_counter() - trial_start
-            sets = settings.processes
-
-            def wants_more() -> bool:  # a comparison the adaptive gate would extend
-                for _, arm in comparisons:
-                    logs = pair_log_ratios(per_arm["A"]["cpu"], per_arm[arm]["cpu"])
-                    *_, used, still = adaptive_test(
-                        logs, settings.processes, settings.budget, settings.threshold,
-                        settings.alpha)
-                    if used == sets < settings.budget and still:
-                        return True
-                return False
-
-            while wants_more():
-                _, more = run_arms(arms, [case], 1, settings.rounds, settings.sample_ms,
-                                   pin_cpus=settings.pin_cpus, first_set=sets, steps=steps,
-                                   states=states)
-                if states:
-                    why = "; ".join(f"{arm}: {s['reason']}"
-                                    for arm, s in states.get(case.name, {}).items())
-                    raise GnnperfError(f"{case.name} failed in an extra set ({why})")
-                for arm in arms:
-                    for clock in ("cpu", "wall"):
-                        per_arm[arm][clock] += more[case.name][arm][clock]
-                sets += 1
-            for s, arm in comparisons:
-                record = {"trial": trial, "slowdown": s, "steps": steps[0], "sets": sets,
-                          "seconds": time.perf_counter() - trial_start,
-                          "seconds_fixed": fixed_seconds}
+            for s, arm_b in comparisons:
+                compare_start = time.perf_counter()
+                states: dict = {}
+                samples = time_gate({"base": arm_a, "head": arm_b}, [case], options, states)
+                if not samples:
+                    why = "; ".join(f"{arm}: {st['reason']}"
+                                    for arm, st in states.get(case.name, {}).items())
+                    raise GnnperfError(f"{case.name} cannot run in this tree ({why or 'absent'})")
+                sample = samples[0]
+                by_clock = {sample.clock: (sample.a, sample.b),
+                            "wall" if sample.clock == "cpu" else "cpu":
+                            (sample.a_other, sample.b_other)}
+                record = {"trial": trial, "slowdown": s, "steps": sample.steps,
+                          "sets": len(sample.a), "seconds": time.perf_counter() - compare_start}
                 for clock in ("cpu", "wall"):
-                    logs = pair_log_ratios(per_arm["A"][clock], per_arm[arm][clock])
-                    samples = TimeSamples(case.name, steps[0], clock,
-                                          per_arm["A"][clock][:settings.processes],
-                                          per_arm[arm][clock][:settings.processes])
-                    v = decide(samples, settings.threshold, settings.alpha)
+                    a, b = by_clock[clock]
+                    v = decide(TimeSamples(case.name, sample.steps, clock,
+                                           a[:settings.processes], b[:settings.processes]),
+                               settings.threshold, settings.alpha)
                     record[clock] = {"ratio": v.ratio, "p_slower": v.p_slower,
                                      "p_faster": v.p_faster, "ci": [v.ci_low, v.ci_high],
-                                     "log_ratios": logs}
+                                     "log_ratios": pair_log_ratios(a, b)}
                 ratio, p_slower, p_faster, used, _ = adaptive_test(
                     record["cpu"]["log_ratios"], settings.processes, settings.budget,
                     settings.threshold, settings.alpha)
@@ -155,7 +145,7 @@ def run_study(settings: StudySettings, source: Path,
                 trials.append(record)
             if on_trial is not None:
                 on_trial({"settings": record_settings, "trials": trials},
-                         trials[-1 - len(settings.slowdowns):])
+                         trials[-len(comparisons):])
         record_settings["wall_s"] = time.perf_counter() - start
     return {"settings": record_settings, "trials": trials}
 
@@ -250,10 +240,9 @@ def format_table(trials: list[dict], rows: list[dict]) -> str:
         cells.append(f"+{clean:.0%}" if clean is not None else "-")
         cells.append(f"{row['pairs']:.1f}" if "pairs" in row else "fixed")
         lines.append("| " + " | ".join(cells) + " |")
-    by_trial = {t["trial"]: t for t in trials if "seconds_fixed" in t}
-    if by_trial:
-        fixed = sum(t["seconds_fixed"] for t in by_trial.values())
-        total = sum(t["seconds"] for t in by_trial.values())
-        lines += ["", f"Wall time of {len(by_trial)} trials: fixed gate {fixed:.0f} s, "
-                      f"adaptive {total:.0f} s (its extra pairs included)."]
+    timed = [t for t in trials if "seconds" in t]
+    if timed:
+        lines += ["", f"Wall time of {len(timed)} gate runs: {sum(t['seconds'] for t in timed):.0f}"
+                      f" s, {statistics.fmean(t['sets'] for t in timed):.1f} pairs each on "
+                      f"average (the adaptive gate's extra pairs included)."]
     return "\n".join(lines)
