@@ -213,35 +213,127 @@ def test_asv_check(asv_conf):
 # benchmark once, as one `asv run --quick` does.
 SMOKE_HALVES = {"training": r"^training\.", "other areas": r"^(?!training\.)"}
 
+# asv's own environments: the shipped config's folder, so one built by
+# `.ci/run` while the test venv installs, or by an earlier run or a
+# developer's `asv run`, is found there and not built again.
+ENV_DIR = ROOT / ".asv" / "env"
+# asv reads and writes an environment's files without a lock of its own:
+# the environment is built and the commit installed under ENV_LOCK held
+# exclusively, each run holds it shared, and runs start one at a time
+# (START_LOCK) until asv has checked the environment, so no run reads a file
+# another is writing. flock, so every pytest worker and session sees them.
+ENV_LOCK = ENV_DIR.parent / "env.lock"
+START_LOCK = ENV_DIR.parent / "env-start.lock"
+PREPARE_LOCK = ENV_DIR.parent / "env-prepare.lock"
 
-@pytest.mark.parametrize("half", list(SMOKE_HALVES))
-def test_asv_quick_smoke(tmp_path, half):
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _asv_in_built_env(conf: Path, *args: str, timeout: int = 900, **env_vars: str) -> str:
+    """``asv`` on the built environment, started after any other run has
+    passed asv's environment check; stdout and stderr together."""
+    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick", **env_vars)
+    with _flock(ENV_LOCK, fcntl.LOCK_SH):
+        with _flock(START_LOCK, fcntl.LOCK_EX):
+            proc = subprocess.Popen([sys.executable, "-m", "asv", "--config", str(conf), *args],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=env)
+            head = []
+            for line in proc.stdout:  # asv checks its environments before it discovers
+                head.append(line)
+                if "Discovering benchmarks" in line:
+                    break
+        rest, _ = proc.communicate(timeout=timeout)
+    out = "".join(head) + rest
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def built_env(tmp_path_factory) -> dict:
+    """asv's own environment for the shipped config (a virtualenv of the
+    matrix, gnnperf installed --no-deps, as a runner's ``asv run`` makes
+    it), built where absent, with HEAD installed: once per test run, whichever
+    worker comes first; the other reads what it recorded."""
     head = _git_head()
     if head is None:
-        pytest.skip("no git history: asv needs --set-commit-hash of a real commit")
-    asv_conf = _temp_conf(tmp_path)
-    machine = _asv(asv_conf, "machine", "--yes")
-    assert machine.returncode == 0, machine.stdout + machine.stderr
+        pytest.skip("no git history: asv builds and installs a commit")
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "asv-built-env"
+    shared.mkdir(parents=True, exist_ok=True)
+    record = shared / f"{head}.json"
+    with _flock(PREPARE_LOCK, fcntl.LOCK_EX):
+        if record.exists():
+            return json.loads(record.read_text())
+        (shared / head[:8]).mkdir(exist_ok=True)
+        conf = _temp_conf(shared / head[:8], env_dir=ENV_DIR)
+        with _flock(ENV_LOCK, fcntl.LOCK_EX):
+            from asv.config import Config
+            from asv.environment import get_environments
+            env, = get_environments(Config.load(str(conf)), None, verbose=False)
+            present = env.check_presence()
+            assert _asv(conf, "machine", "--yes").returncode == 0
+            start = time.perf_counter()
+            # The virtualenv and the matrix, where absent. asv 0.6 exits 1 from
+            # `setup` when it succeeds too (it returns its environment list),
+            # so the environment's own check decides.
+            setup = _asv(conf, "setup")
+            built_s = time.perf_counter() - start
+            assert env.check_presence(), (setup.stdout + setup.stderr)[-6000:]
+            # Discovery installs HEAD, so the runs after it install nothing,
+            # which two at once could not do safely. With no benchmark
+            # selected asv exits 1: the installed commit decides.
+            install = _asv(conf, "run", "--bench", "^$", f"{head}^!")
+            env, = get_environments(Config.load(str(conf)), None, verbose=False)
+            assert env.installed_commit_hash == head, (install.stdout + install.stderr)[-6000:]
+            python = env.find_executable("python")
+            # gnnperf went in --no-deps: the matrix must have installed each of
+            # its dependencies (the installed commit's pyproject).
+            check = subprocess.run([python, "-m", "pip", "check"], capture_output=True,
+                                   text=True, timeout=300)
+            assert check.returncode == 0, check.stdout + check.stderr
+        built = {"commit": head, "name": env.name, "python": python,
+                 "built_s": None if present else round(built_s, 1)}
+        record.write_text(json.dumps(built))
+    return built
+
+
+@pytest.mark.parametrize("half", list(SMOKE_HALVES))
+def test_asv_quick_smoke(tmp_path, half, built_env):
+    """``asv run --quick`` as a runner runs it: in asv's own environment
+    (neither ``--python=same`` nor ``existing:``), on a commit, with an
+    empty gnnperf cache, so a dependency the matrix lacks fails here."""
+    head = built_env["commit"]
+    asv_conf = _temp_conf(tmp_path, env_dir=ENV_DIR)
     # forkserver, the config's: one import of torch for the whole run instead
     # of one per benchmark.
-    run = _asv(asv_conf, "run", "--quick", "--python=same", "--launch-method", "forkserver",
-               "--show-stderr", "--set-commit-hash", head, "--bench", SMOKE_HALVES[half])
-    log = run.stdout + run.stderr
-    assert run.returncode == 0, log[-6000:]
-    assert " failed" not in run.stdout, log[-6000:]
+    log = _asv_in_built_env(asv_conf, "run", "--quick", "--launch-method", "forkserver",
+                            "--show-stderr", "--bench", SMOKE_HALVES[half], f"{head}^!",
+                            GNNPERF_CACHE=str(tmp_path / "gnnperf-cache"))
+    assert " failed" not in log, log[-6000:]
 
     results_dir = Path(json.loads(asv_conf.read_text())["results_dir"])
     files = [p for p in results_dir.glob("*/*.json") if p.name != "machine.json"]
     assert len(files) == 1, files
     results = json.loads(files[0].read_text())
+    assert results["env_name"] == built_env["name"] and results["commit_hash"] == head
     benchmarks = json.loads((results_dir / "benchmarks.json").read_text())
     names = {name for name in benchmarks
              if name != "version" and re.search(SMOKE_HALVES[half], name)}
     assert names and names <= set(results["results"]), names - set(results["results"])
-    areas = ("training.",) if half == "training" else (
-        "compile.", "scaling.", "control.", "sampling.", "distributed.")
-    for area in areas:
-        assert any(name.startswith(area) for name in names), area
+    modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {"__init__", "common"}
+    areas = [m for m in sorted(modules) if re.search(SMOKE_HALVES[half], f"{m}.")]
+    for area in areas:  # every benchmark module is touched by one half
+        assert any(name.startswith(f"{area}.") for name in names), area
     columns = results["result_columns"]
     for name in sorted(names):
         row = dict(zip(columns, results["results"][name]))
