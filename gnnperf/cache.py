@@ -25,9 +25,19 @@ from typing import Callable, Iterator, TypeVar
 from gnnperf.errors import GnnperfError, first_line
 
 T = TypeVar("T")
+#: Where gnnperf writes what it derives (processed datasets, roofs, METIS
+#: partitions, locks): ``$GNNPERF_CACHE``, else the XDG cache folder.
+CACHE_ENV = "GNNPERF_CACHE"
 # Building the largest entries (a processed OGB graph, a download) takes
 # minutes; a lock held far longer belongs to a process that hangs.
 LOCK_TIMEOUT_S = 3600.0
+
+
+def cache_dir() -> Path:
+    """The writable cache (``$GNNPERF_CACHE``, else ``~/.cache/gnnperf``)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gnnperf"
 
 
 def lock_path(entry: str | os.PathLike) -> Path:
@@ -35,7 +45,6 @@ def lock_path(entry: str | os.PathLike) -> Path:
     entry's absolute path, so entries in read-only or user folders (a
     ``pyg:`` dataset's processed files under ``$GNNPERF_DATA``) are locked
     without writing beside them."""
-    from gnnperf.data import cache_dir
     entry = Path(entry).absolute()
     digest = hashlib.sha256(str(entry).encode()).hexdigest()[:16]
     slug = re.sub(r"[^A-Za-z0-9.+-]+", "_", entry.name)[-60:]

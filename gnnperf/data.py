@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
+from gnnperf.cache import CACHE_ENV, cache_dir
 from gnnperf.errors import GnnperfError, Unavailable, first_line
 
 PLANETOID = {"cora": "Cora", "citeseer": "CiteSeer"}
 PLANETOID_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 DATA_ENV = "GNNPERF_DATA"
-CACHE_ENV = "GNNPERF_CACHE"
 # Cora and CiteSeer raw files (1.6 MB, MIT licence, LICENSE beside them) ship
 # inside the package as scikit-learn ships its small datasets, so a fresh
 # clone or a wheel runs the tutorial's setting with no files to place.
@@ -270,13 +270,6 @@ def planetoid_root() -> Path:
     """Where Cora and CiteSeer are read: ``$GNNPERF_DATA``, else the copy
     bundled with the package."""
     return Path(os.environ[DATA_ENV]) if os.environ.get(DATA_ENV) else BUNDLED_PLANETOID
-
-
-def cache_dir() -> Path:
-    """The writable cache (``$GNNPERF_CACHE``, else ``~/.cache/gnnperf``)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gnnperf"
 
 
 def library_root() -> Path:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from gnnperf.cli import command_parser
+from gnnperf.cli_help import command_parser
 from gnnperf.measure.case import DEFAULT_DATASETS, Case
 from gnnperf.errors import GnnperfError
 
