@@ -160,3 +160,25 @@ def test_plain_text_helper():
     from gnnperf.errors import plain
     assert plain("\x1b[1mbold\x1b[0m and \x1b]8;;http://x\x07link\x1b]8;;\x07\tend\r\n") == \
         "bold and link end"
+
+
+def test_processes_on_one_cold_cache_partition_once(tmp_path, monkeypatch):
+    # Cluster-GCN's METIS partition: one process partitions, the others
+    # read its parts (and its seconds, measured without their contention).
+    from gnnperf.variants import cluster
+
+    def partition(edge_index, num_nodes, num_parts, seed):
+        with open(os.environ["GNNPERF_CACHE"] + ".partitioned", "a") as out:
+            out.write("x")
+        time.sleep(0.3)
+        return torch.arange(num_nodes) % num_parts
+
+    def work() -> str:
+        edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+        parts, seconds, _ = cluster.cached_partition(edge_index, 4, 2, 0)
+        return "ok" if parts.tolist() == [0, 1, 0, 1] and seconds >= 0.3 else "wrong parts"
+
+    monkeypatch.setattr(cluster, "metis_partition", partition)
+    results = _at_once(tmp_path, monkeypatch, work, rounds=1)
+    assert [outcome for outcome, _ in results] == ["ok"] * PROCESSES
+    assert Path(os.environ["GNNPERF_CACHE"] + ".partitioned").read_text() == "x"
