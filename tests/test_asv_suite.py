@@ -3,7 +3,7 @@ benchmark in asv's own environment, built from ``asv.conf.json``'s matrix as
 a runner's ``asv run`` builds it (no failure; CUDA-only figures n/a on CPU).
 
 Select with ``pytest -m asv`` (or ``-k asv``); about 2-3 minutes on 2 cores,
-plus about a minute and a half when asv's environment is not built yet.
+plus asv's environment's build where it is not built yet.
 Results go to a temporary folder, never to the checkout's ``.asv/results``;
 the environment is the config's own (``.asv/env``), which a later run, a
 developer's ``asv run`` and ``.ci/run``'s early build share.
