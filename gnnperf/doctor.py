@@ -164,7 +164,7 @@ class Doctor:
         skip = self._cuda_only("timing is synchronised")
         if skip:
             return skip
-        from gnnperf.measure.timers import timed
+        from gnnperf.measure.case import timed
         n = 8192
         a = torch.randn(n, n, device=self.device)
         b = torch.randn(n, n, device=self.device)

@@ -42,6 +42,13 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {next((line for line in lines if line), 'corrupt data')}"
 
 
+class NonFiniteLoss(GnnperfError, ArithmeticError):
+    """A training step's loss was NaN or infinite: the variant's numerics
+    broke, and NaN arithmetic can run faster than real arithmetic, so
+    nothing of it is reported (the one type, raised by
+    ``gnnperf/measure/case.py``'s :func:`check_losses`)."""
+
+
 class UnknownVariant(Unavailable):
     """A variant name the registry does not know: a typo at the command
     line (exit 2 there), and in asv a variant this commit does not have yet

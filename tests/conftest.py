@@ -19,7 +19,6 @@ here works in one process and across two:
   tests' objects.
 """
 import copy
-import gc
 import os
 import pickle
 from pathlib import Path
@@ -65,24 +64,22 @@ def _offline_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _collections_skip_earlier_tests():
-    """Freezes (``gc.freeze``) every object alive after a test: torch's,
-    PyG's, the compiler's once imported, the session fixtures'. A full
-    collection in a worker then walks only what the current test made.
-    Measured here (a whole in-tree run, warm caches, before this): 396 full
-    collections in the two workers took 64 s of CPU: the one before every
-    measured run (:func:`gnnperf.measure.runner.release_memory`), the one
+    """Freezes (:func:`gnnperf.measure.case.freeze_collector`) every object
+    alive after a test: torch's, PyG's, the compiler's once imported, the
+    session fixtures'. A full collection in a worker then walks only what
+    the current test made (the one before every measured run, the one
     before each profiled step of the work metrics, the collector's
-    automatic ones; 4.8 s after. What a test drops is still collected; an
-    object alive at a test's end that dies later in a cycle (compile
-    artifacts a later ``torch.compiler.reset`` drops) stays allocated until
-    the worker exits. :func:`gnnperf.measure.runner.measure_variant` keeps a
-    caller's frozen objects frozen, as for any caller; its own freeze, for
-    an unfrozen process as a user's is, is tested in test_measure.py with
-    the collector unfrozen. Runs after the test's own fixtures are torn
-    down (autouse, so set up first)."""
+    automatic ones). What a test drops is still collected; an object alive
+    at a test's end that dies later in a cycle (compile artifacts a later
+    ``torch.compiler.reset`` drops) stays allocated until the worker exits.
+    :func:`gnnperf.measure.runner.measure_variant` keeps a caller's frozen
+    objects frozen, as for any caller; its own freeze, for an unfrozen
+    process as a user's is, is tested in test_measure.py with the collector
+    unfrozen. Runs after the test's own fixtures are torn down (autouse, so
+    set up first)."""
     yield
-    gc.collect()
-    gc.freeze()
+    from gnnperf.measure.case import freeze_collector
+    freeze_collector()
 
 
 @pytest.fixture(scope="session")

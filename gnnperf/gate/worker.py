@@ -32,16 +32,18 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
     del sys.path[0]
 
 import argparse  # noqa: E402
-import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 
 def load_instrument(folder: Path, name: str):
-    """``folder/name.py`` as a standalone module (not ``gnnperf.<name>``)."""
+    """``folder/name.py`` as a standalone module (not ``gnnperf.<name>``),
+    once per process: ``case.py`` loads its sibling ``errors.py`` under the
+    same name, so both see one ``NonFiniteLoss``."""
+    if f"_gnnperf_gate_{name}" in sys.modules:
+        return sys.modules[f"_gnnperf_gate_{name}"]
     spec = importlib.util.spec_from_file_location(f"_gnnperf_gate_{name}", folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -162,13 +164,8 @@ def serve_time(args: argparse.Namespace) -> None:
             step_s.append(None)
             states.append(case)
             continue
-        samples = []
         try:
-            for _ in range(3):
-                start = time.perf_counter()
-                loss = case.synced_step()
-                samples.append(time.perf_counter() - start)
-            case.check_loss(loss, 3)
+            samples = [case.timed_steps(1).wall for _ in range(3)]
         except Exception as exc:  # noqa: BLE001 -- a non-finite loss or a crash: reported
             cases[i] = status("error", exc)
             step_s.append(None)
@@ -176,10 +173,9 @@ def serve_time(args: argparse.Namespace) -> None:
             continue
         step_s.append(statistics.median(samples))
         states.append(None)
-    # A full collection costs ~0.5 s with torch loaded; freeze the set-up's
-    # objects so the collector stays cheap and never runs inside a sample.
-    gc.collect()
-    gc.freeze()
+    # The set-up's objects frozen: the collector's full passes inside a
+    # sample walk only what the steps make.
+    load_instrument(Path(args.instrument) / "measure", "case").freeze_collector()
     print(json.dumps({"ready": True, "step_s": step_s, "status": states,
                       "layout": layout_fingerprint()}), flush=True)
     for line in sys.stdin:
@@ -188,19 +184,14 @@ def serve_time(args: argparse.Namespace) -> None:
             break
         case, steps = cases[request["case"]], request["steps"]
         try:  # a crash or a non-finite loss ends this case, not the worker
-            start, start_cpu = time.perf_counter(), time.process_time()
-            for _ in range(steps):
-                loss = case.synced_step()
-            cpu = time.process_time() - start_cpu
-            wall = time.perf_counter() - start
-            case.check_loss(loss, steps)  # off the clock: the check syncs
+            per_step = case.timed_steps(steps)  # the loss checked off the clock
         except Exception as exc:  # noqa: BLE001
             reason = status("error", exc)["reason"]
             if not isinstance(exc, ArithmeticError):  # a crash: the step it crashed in
                 reason += f" (in step {case.steps_done})"
             print(json.dumps({"error": reason}), flush=True)
             continue
-        print(json.dumps({"wall": wall / steps, "cpu": cpu / steps}), flush=True)
+        print(json.dumps({"wall": per_step.wall, "cpu": per_step.cpu}), flush=True)
 
 
 def probe(tree: str, names: list[str]) -> dict:

@@ -7,34 +7,82 @@ batches the measured steps use, so sampling stays out of the step. It is what
 ``measure``'s work counts, the A/B gate and ``gnnperf bisect``, the
 pytest-benchmark suite, the asv suite and ``tools/callgrind_step.py`` all step.
 
+It is also the package's one instrument of time and of the collector:
+:func:`synchronize` and :func:`clocked` (the clock every timed figure is
+read from), :meth:`PreparedCase.timed_steps` (the one step timer: the
+runner's epochs, the gate's time workers, the asv suite and its fast-path
+ratios time with it), :func:`check_losses` (the one finite check, raising
+``gnnperf.errors.NonFiniteLoss``) and the collector's tuning
+(:func:`freeze_collector`, :func:`collector_skips_existing`,
+:func:`freeze_before_forks`).
+
 This module depends only on the stable variant API
 (:func:`gnnperf.variants.get_variant`, ``TrainConfig``, ``TrainingRun.batches``
 and ``.step``) and imports it lazily: the gate's workers and the asv suite
 load this file from the tree under test by path and use it on older
-checkouts of gnnperf.
+checkouts of gnnperf. Loaded so, it loads its sibling ``errors.py`` by path
+too (under the name its loader gives the siblings: ``_gnnperf_gate_errors``
+beside ``_gnnperf_gate_case``).
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import importlib.util
 import json
+import math
+import os
 import re
+import sys
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import torch
 
-#: The gate's and the pytest benchmarks' graphs: the tutorial's Cora (a 24 ms
-#: step on one core) and a 10k-node synthetic graph (sampling has work to do).
+
+def _errors_module():
+    """``gnnperf.errors`` when this file is imported as part of the package;
+    else (loaded by path) the ``errors.py`` of the same ``gnnperf`` folder,
+    loaded by path under its loader's prefix (or the one it loaded)."""
+    if __package__:
+        from gnnperf import errors
+        return errors
+    name = __name__.rpartition("_")[0] + "_errors"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).resolve().parents[1] / "errors.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+NonFiniteLoss = _errors_module().NonFiniteLoss
+
+#: The gate's and the pytest benchmarks' graphs: the tutorial's Cora and a
+#: 10k-node synthetic graph (sampling has work to do there).
 DEFAULT_DATASETS = ("cora", "synthetic-10k")
-#: gnnperf.models.DEFAULT_MODEL and the registry's built-in names, spelled
-#: here: this module runs on other checkouts' gnnperf, some from before
-#: models were an axis.
+#: gnnperf.models.DEFAULT_MODEL, spelled here: this module runs on other
+#: checkouts' gnnperf, some from before models were an axis (GCN alone).
 DEFAULT_MODEL = "gcn"
-BUILT_IN_MODELS = ("gcn", "sage", "gat", "gin")
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
+def built_in_models() -> tuple[str, ...]:
+    """The model registry's names (``gnnperf.models.MODELS``, read when
+    asked, so a model added there is a model here); GCN alone in a checkout
+    before the registry."""
+    try:
+        from gnnperf.models import MODELS
+    except ImportError:
+        return (DEFAULT_MODEL,)
+    return tuple(MODELS)
+
+
 def _reads_as_model(text: str) -> bool:
-    return text.lower() in BUILT_IN_MODELS or bool(_USER_MODEL.match(text))
+    return text.lower() in built_in_models() or bool(_USER_MODEL.match(text))
 
 
 def _reads_as_path(text: str) -> bool:
@@ -77,8 +125,9 @@ class Case:
         if at and _reads_as_model(tail):
             dataset, model = head, tail
         elif at and (not tail or not _reads_as_path(head)):
-            raise ValueError(f"benchmark case {text!r}: {tail!r} is neither a model (gcn, sage, "
-                             f"gat, gin or module:function) nor part of a graph file's path")
+            raise ValueError(f"benchmark case {text!r}: {tail!r} is neither a model "
+                             f"({', '.join(built_in_models())} or module:function) nor part "
+                             f"of a graph file's path")
         if not sep or not variant or not dataset:
             raise ValueError(f"benchmark case {text!r}: write variant@dataset or "
                              f"variant@dataset@model, e.g. baseline@cora or sampled@cora@sage")
@@ -89,7 +138,8 @@ class Case:
         """A case of :obj:`model` (no ``model`` override for the default; a
         built-in model's name in lower case, as the registry spells it)."""
         config = dict(fields.pop("config", ()))
-        model = model.strip().lower() if model.strip().lower() in BUILT_IN_MODELS else model
+        lower = model.strip().lower()
+        model = lower if lower in built_in_models() else model
         if model != DEFAULT_MODEL:
             config["model"] = model
         return cls(variant, dataset, tuple(sorted(config.items())), **fields)
@@ -123,30 +173,96 @@ def default_cases(variants: list[str], datasets: tuple[str, ...] = DEFAULT_DATAS
     return [Case.of(v, d, m, **fields) for d in datasets for m in models for v in variants]
 
 
-class NonFiniteLoss(ArithmeticError):
-    """A training step's loss was NaN or infinite: the variant's numerics
-    broke, and NaN arithmetic can run faster than real arithmetic, so its
-    time must not be reported. Defined here, not in ``gnnperf.errors``: this
-    module runs on other checkouts' gnnperf."""
-
-
-def check_losses(losses: list, what: str, first_step: int, steps_per_loss: int = 1) -> None:
-    """Raises :class:`NonFiniteLoss` naming the first step of :obj:`losses`
-    (the first at :obj:`first_step`, counted from 1) whose loss is not
-    finite; one host sync for all of them. With :obj:`steps_per_loss` > 1
-    each loss is the last of a block of steps, and the block is named."""
+def check_losses(losses: list, what: str, first_step: int, steps_per_loss: int = 1) -> float:
+    """The mean of :obj:`losses` (one host sync for all of them), or
+    :class:`NonFiniteLoss` naming the first step (the first at
+    :obj:`first_step`, counted from 1) whose loss is not finite. With
+    :obj:`steps_per_loss` > 1 each loss is the last of a block of steps, and
+    the block is named. The one finite check: every timed figure passes it
+    after its clock stops."""
     if not losses:
-        return
+        return math.nan
     stacked = torch.stack([loss.detach().float().reshape(()) for loss in losses])
+    mean = float(stacked.mean())
+    if math.isfinite(mean):  # finite exactly when every loss is (or one overflowed the sum)
+        return mean
     finite = torch.isfinite(stacked)
-    if not bool(finite.all()):
-        index = int((~finite).nonzero()[0])
-        start = first_step + index * steps_per_loss
-        where = (f"step {start}" if steps_per_loss == 1 else
-                 f"steps {start}-{start + steps_per_loss - 1} (a block checked at its end)")
-        raise NonFiniteLoss(f"{what}: non-finite loss ({float(stacked[index])}) in {where}; "
-                            f"its numerics broke (inputs, learning rate or the technique), so "
-                            f"nothing of it is measured")
+    if bool(finite.all()):
+        return mean
+    index = int((~finite).nonzero()[0])
+    start = first_step + index * steps_per_loss
+    where = (f"step {start}" if steps_per_loss == 1 else
+             f"steps {start}-{start + steps_per_loss - 1} (a block checked at its end)")
+    raise NonFiniteLoss(f"{what}: non-finite loss ({float(stacked[index])}) in {where}; its "
+                        f"numerics broke (check the inputs, the learning rate and the "
+                        f"technique), so nothing of it is measured")
+
+
+# The clock ----------------------------------------------------------------------
+def synchronize(device: torch.device) -> None:
+    """Waits for queued kernels so wall-clock time covers their execution."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass(frozen=True)
+class Clocked:
+    """What :func:`clocked` read: wall and process CPU seconds, and what the
+    timed call returned."""
+    wall: float
+    cpu: float
+    value: Any = None
+
+
+def clocked(fn: Callable[[], Any], device: torch.device) -> Clocked:
+    """Wall-clock and process CPU seconds of :obj:`fn`, the device work it
+    queued included (synchronised before and after): the one clock."""
+    synchronize(device)
+    start, start_cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    synchronize(device)
+    cpu = time.process_time() - start_cpu
+    return Clocked(time.perf_counter() - start, cpu, value)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of :obj:`fn` (:func:`clocked`)."""
+    return clocked(fn, device).wall
+
+
+# The collector ------------------------------------------------------------------
+# A full collection walks every tracked object, and torch's import alone
+# leaves hundreds of thousands: frozen objects are skipped, so a measured
+# step never pays for walking the set-up's objects. What a step drops is
+# still collected.
+def freeze_collector() -> None:
+    """Collects, then freezes (``gc.freeze``) every object alive: the
+    collector's full passes from here on walk only what is made later."""
+    gc.collect()
+    gc.freeze()
+
+
+@contextlib.contextmanager
+def collector_skips_existing() -> Iterator[None]:
+    """:func:`freeze_collector` for the block, unfrozen after it; a caller
+    that froze objects of its own keeps them so (nothing is unfrozen)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    freeze_collector()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def freeze_before_forks() -> None:
+    """For a process that forks the measured ones (asv's forkserver):
+    collects once and freezes every object alive before each fork
+    (CPython's advice before forking without exec), so a child's
+    collections skip its parent's objects."""
+    gc.collect()
+    os.register_at_fork(before=gc.freeze)
 
 
 @dataclass
@@ -187,9 +303,21 @@ class PreparedCase:
     def synced_step(self):
         """:meth:`step`, then waits for the GPU work it queued."""
         loss = self.step()
-        if self.run.device.type == "cuda":
-            torch.cuda.synchronize(self.run.device)
+        synchronize(self.run.device)
         return loss
+
+    def timed_steps(self, steps: int = 1) -> Clocked:
+        """The one step timer: :obj:`steps` synchronised steps on the
+        :func:`clocked` clock, their loss checked after it stops
+        (:class:`NonFiniteLoss`: no time of NaN arithmetic); wall and CPU
+        seconds per step, and the last loss."""
+        def run_steps():
+            for _ in range(steps):
+                self.synced_step()
+
+        block = clocked(run_steps, self.run.device)
+        self.check_loss(self.last_loss, steps)
+        return Clocked(block.wall / steps, block.cpu / steps, self.last_loss)
 
     def check_loss(self, loss, steps: int = 1) -> None:
         """:class:`NonFiniteLoss` if :obj:`loss`, the latest step's, is not
@@ -253,5 +381,7 @@ def prepare(case: Case, data=None, fixed_batch: bool = True) -> PreparedCase:
                         warmup_steps=len(losses))
 
 
-__all__ = ["Case", "DEFAULT_DATASETS", "DEFAULT_MODEL", "NonFiniteLoss", "PreparedCase", "build",
-           "check_losses", "default_cases", "graph_of", "prepare"]
+__all__ = ["Case", "Clocked", "DEFAULT_DATASETS", "DEFAULT_MODEL", "NonFiniteLoss", "PreparedCase",
+           "build", "built_in_models", "check_losses", "clocked", "collector_skips_existing",
+           "default_cases", "freeze_before_forks", "freeze_collector", "graph_of", "prepare",
+           "synchronize", "timed"]

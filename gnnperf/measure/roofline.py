@@ -108,7 +108,7 @@ class Roofs:
 def _best_seconds(fn: Callable[[], object], device: torch.device, repeats: int,
                   calls: int = 1) -> float:
     """The best of :obj:`repeats` timings of :obj:`calls` calls, per call."""
-    from gnnperf.measure.timers import timed
+    from gnnperf.measure.case import timed
 
     def batch() -> None:
         for _ in range(calls):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
@@ -19,7 +18,7 @@ from gnnperf.models import DEFAULT_MODEL
 from gnnperf.measure.probes import GpuMonitor, MemoryTimeline
 from gnnperf.measure.roofline import StepWork
 from gnnperf.measure.stats import quartiles, relative_iqr
-from gnnperf.measure.timers import synchronize, timed
+from gnnperf.measure.case import check_losses, collector_skips_existing, synchronize, timed
 from gnnperf.variants import TrainConfig, TrainingRun, Variant
 
 def resolve_device(name: str) -> torch.device:
@@ -255,19 +254,9 @@ def _run_epoch(run: TrainingRun, counter: _EpochCounter,
         counter.steps += 1
         counter.seeds += batch.num_seeds
         counter.edges += batch.num_edges
-    # One host sync per epoch, after timing-relevant work is queued.
-    mean = float(torch.stack(losses).float().mean())
-    if not math.isfinite(mean):  # NaN arithmetic can be faster: never time it
-        # The slow path only: the mean is finite exactly when every loss is.
-        stacked = torch.stack([loss.detach().float().reshape(()) for loss in losses])
-        bad = int((~torch.isfinite(stacked)).nonzero()[0]) if not bool(
-            torch.isfinite(stacked).all()) else 0
-        raise GnnperfError(
-            f"non-finite loss ({float(stacked[bad])}) in step "
-            f"{counter.steps - len(losses) + bad + 1} (epoch {len(counter.losses) + 1}): its "
-            f"numerics broke, so nothing of it is reported; check the inputs, --lr and the "
-            f"technique")
-    counter.losses.append(mean)
+    # One host sync per epoch, after the timing-relevant work is queued.
+    counter.losses.append(check_losses(losses, f"epoch {len(counter.losses) + 1}",
+                                       counter.steps - len(losses) + 1))
 
 
 def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | None = None,
@@ -315,7 +304,10 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
     timeline = MemoryTimeline(str(device), held_bytes=held)
     monitor, monitor_note = GpuMonitor.for_device(device)
     try:
-        with _named_failures(label, device), _collections_skip_what_was_built():
+        # The objects alive once the run is built (torch's, PyG's, its model
+        # and graph) are frozen for its epochs: the memory epoch collects
+        # before every profiled step, and those passes walk only the steps'.
+        with _named_failures(label, device), collector_skips_existing():
             epochs = _train_epochs(run, config.epochs, warmup_epochs, device, held,
                                    counter, timeline, monitor, on_epoch)
             for finish in run.on_finish:
@@ -378,27 +370,6 @@ def _train_epochs(run: TrainingRun, num_epochs: int, warmup_epochs: int, device:
         if on_epoch is not None:
             on_epoch()
     return out
-
-
-@contextlib.contextmanager
-def _collections_skip_what_was_built() -> Iterator[None]:
-    """The objects alive once the run is built (torch's, PyG's, the run's
-    model and graph) frozen for its epochs: the memory epoch collects before
-    every profiled step (:func:`~gnnperf.measure.workcount.profile_work`),
-    and a full collection over them cost 0.19 s each here, 1.7 s of a 1.9 s
-    cluster run on Cora (8 steps); over the frozen set it costs microseconds
-    and frees the same garbage (the steps'). The collector's own automatic
-    full collections skip them too, as in the gate's time workers. A caller
-    that froze objects of its own keeps them so (nothing is unfrozen here)."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 @contextlib.contextmanager
