@@ -396,7 +396,7 @@ def _run_metadata(args: argparse.Namespace, plan, dataset, device, tuned: bool, 
 
     env = environment(args.seed, device, tuned)
     env["dataset"] = dataset.identity()
-    # Measured once per device, thread count and torch (about 2 s here), then cached.
+    # Measured once per device, thread count and torch, then cached.
     roofs = cached_roofs(device)
     env["roofs"] = roofs.to_dict()
     world = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size

@@ -81,7 +81,7 @@ class Dataset:
     def identity(self) -> dict:
         """Name, source, split, sizes and a SHA-256 of the tensors' bytes, so
         two results on "the same" graph can be checked to be on the same
-        bytes (hashed once: synthetic-1m's tensors take about 0.1 s)."""
+        bytes (hashed once per graph)."""
         if self._identity is None:
             keys = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")
             self._identity = {

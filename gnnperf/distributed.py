@@ -46,7 +46,7 @@ def launch(world_size: int, entrypoint: Callable[..., Any], *args: Any) -> dict[
     if world_size < 1:
         raise GnnperfError(f"--world-size must be >= 1, got {world_size}")
     # Ranks forked from the warm interpreter (gnnperf.warm) skip importing
-    # torch and PyG again: about 2.5 CPU-s per rank on the CI machines.
+    # torch and PyG again, seconds of CPU per rank.
     start_method, handover = warm.rank_context()
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=world_size, run_id=uuid.uuid4().hex,
@@ -202,7 +202,7 @@ def measure_data_parallel_many(variants: list, world_size: int, dataset, config,
     on :obj:`dataset` (a loaded :class:`~gnnperf.data.Dataset`, handed to
     every rank) on the same :obj:`world_size` local ranks, one after the
     other (a rank's start, torch's import and the group's set-up, is paid
-    once: about 5 s per launch on 2 CPU cores, more with CUDA's), and those
+    once per launch, more with CUDA's), and those
     :obj:`one_rank_epoch_s` (variant -> seconds) has no figure for on one
     rank, launched alike, for the scaling efficiency; variant -> result. A
     rank that fails fails them all (:func:`launch`):

@@ -32,7 +32,7 @@ AMP_LOSS_TOLERANCE = 0.05  # relative, per epoch, bf16/fp16 vs fp32 on Cora
 PEAK_TOLERANCE = 0.05
 KNOWN_ALLOCATION = 64 * 2 ** 20
 # asv's quick CUDA run compiles the compiled variants cold (Triton kernels
-# included) in fresh interpreters: minutes, not the 240 s once allowed.
+# included) in fresh interpreters: minutes.
 ASV_TIMEOUT_S = 900
 # The padded sampler's waits for the device: torch.unique per hop, and one
 # .tolist() of the per-hop edge counts that also sizes the compaction.

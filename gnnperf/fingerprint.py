@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 # glibc's defaults return freed blocks of a few MiB to the OS, so the next
-# allocation page-faults them in again; keeping them in the heap measured
-# loader batches 20% faster before the loader pooled its feature buffers, about
-# 5% after (the same lever as tcmalloc/jemalloc in PyTorch's CPU tuning guide).
+# allocation page-faults them in again; keeping them in the heap makes
+# loader batches faster (the same lever as tcmalloc/jemalloc in PyTorch's CPU
+# tuning guide).
 # Opt-in: it is not what a plain process gets.
 TUNED_MALLOC = {"M_MMAP_THRESHOLD": (-3, 32 * 2 ** 20), "M_TRIM_THRESHOLD": (-1, 256 * 2 ** 20)}
 

@@ -278,7 +278,7 @@ class RandomWalkSampler:
         num_edges = self.subgraph_edge_index.size(1)
         edge_count = torch.zeros(num_edges, device=self.device)
         # The seen share is checked every 10% of num_samples (one pass over
-        # the edges, 1 ms on synthetic-1m against 1.1 ms for a 500-root subgraph).
+        # the edges, about what drawing one subgraph costs).
         chunk, drawn, target = max(1, num_samples // 10), 0, num_samples
         while True:
             for _ in range(target - drawn):

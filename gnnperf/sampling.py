@@ -120,7 +120,7 @@ class VectorizedNeighborSampler(BaseSampler):
             :obj:`edge` are ids into the original :obj:`edge_index`.
         """
         # index_select rather than tensor[index]: the 1-D gather kernel is
-        # about 4x faster on CPU, and gathers dominate a hop.
+        # faster on CPU, and gathers dominate a hop.
         if self.padded:
             return self._sample_padded(seeds)
         local, index_dtype = self._local, self.index_dtype

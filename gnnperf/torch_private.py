@@ -94,10 +94,8 @@ def warm_compiler_for_forks() -> None:
     paying it before its first compile. The pick
     (``torch._inductor.cpu_vec_isa.pick_vec_isa``, cached per process) builds
     a probe per candidate ISA and loads each in a fresh Python; no public API
-    warms it. Measured here: 2.3 s once (+6 MiB resident), and a forked
-    child's warm-cache build of ``compiled`` on Cora 4.1 s -> 2.8 s.
-    Importing Inductor's compiler as well would save another 0.8 s a child
-    but add 38 MiB to every child's resident floor, the base of each
+    warms it. Importing Inductor's compiler as well would save a
+    child more, but add to every child's resident floor, the base of each
     ``peakmem_`` figure, eager variants' included. A machine without a C++
     compiler picks no ISA, as its first compile would."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa

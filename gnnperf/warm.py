@@ -5,9 +5,8 @@ gate's workers (:func:`start`) and the data-parallel ranks
 (:func:`rank_context`, :func:`adopt_environment`) start so.
 
 A gate run starts one worker per arm per process set, and bisect a gate per
-step: measured on the 2-core CI machines, a worker's interpreter start and
-those imports are 1.9-2.3 CPU-s of a probe's or a short time worker's
-2.3 s (a one-case gate: 16.9 s cold, 8.5 s warm). The
+step: a worker's interpreter start and those imports are most of a
+probe's or a short time worker's CPU time. The
 forked worker is the same ``worker.py`` run as ``__main__`` with the same
 argv, environment and stdio pipes; gnnperf itself is never preloaded (each
 worker imports its arm's tree). A worker is forked only when it would run

@@ -97,7 +97,7 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
         options.validate()
         # One probe per commit for the whole search: the time search gates
         # GOOD against four or more commits, and a probe is an interpreter
-        # start (about 5 s on 2 cores).
+        # start.
         probes: dict[str, ArmProbe] = {}
 
         def probe(commit: str) -> ArmProbe:

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-# 20 samples a second: about 4 NVML calls of ~10-50 us each per sample, well
-# under 0.5% of one core, while a 24 ms Cora epoch still gets a sample.
+# 20 samples a second: a few NVML calls per sample, a negligible share of a
+# core, while a short epoch still gets a sample.
 DEFAULT_INTERVAL_S = 0.05
 # NVML's utilisation is the share of its own sample period (1/6 s to 1 s,
 # by GPU) in which a kernel ran, so samples over less than a second of
@@ -176,8 +176,8 @@ class MemoryTimeline:
     before the step); host-side allocator counters, so reading them does not
     wait for the GPU. On CPU (Linux): :obj:`rss_bytes` after the step and
     :obj:`step_peak_bytes`, the resident-set high-water mark during the step
-    (``VmHWM``, reset before it by writing 5 to ``/proc/self/clear_refs``:
-    14 us, and the read of ``/proc/self/status`` 9 us, measured here). Both
+    (``VmHWM``, reset before it by writing 5 to ``/proc/self/clear_refs``,
+    read from ``/proc/self/status``: microseconds each). Both
     are process-wide: the dataset, the interpreter and heap memory an
     earlier variant left to glibc are included; the CUDA figures are above
     :obj:`held_bytes`, what the process held before the run was built.

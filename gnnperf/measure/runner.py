@@ -354,8 +354,8 @@ def _train_epochs(run: TrainingRun, num_epochs: int, warmup_epochs: int, device:
             # The GPU monitor samples the timed (steady) epochs only.
             watching = monitor.active() if monitor and epoch >= warmup_epochs \
                 else contextlib.nullcontext()
-            # The timeline's per-step probes (~25 us a step on CPU: 5% of
-            # the fastest Cora step) stay off the steady, timed epochs.
+            # The timeline's per-step probes (a /proc write and read: a share
+            # of a small graph's step) stay off the steady, timed epochs.
             probe = timeline if epoch < warmup_epochs else None
             with watching:
                 seconds = timed(lambda: _run_epoch(run, counter, timeline=probe), device)

@@ -36,8 +36,8 @@ _CSR_WARNING_SAID = False
 
 # Dropout's keep-mask on CPU is drawn from 15-bit lanes of int32 random bits:
 # torch's CPU random_ on int32 yields 31 random bits per generator call, two
-# lanes, and costs about a third of uniform_ per element (Cora's 49k stored
-# feature values: 250 -> 80 us here), while bernoulli_ costs 4-5x uniform_.
+# lanes, and costs less than uniform_ per element, while bernoulli_ costs
+# several times uniform_.
 _LANE_BITS = 15
 _LANES = 1 << _LANE_BITS
 
@@ -67,10 +67,9 @@ def dropout_lanes(shape: torch.Size, p: float,
 
 class _LaneDropout(torch.autograd.Function):
     # Inverted dropout with the lanes of dropout_lanes(). The output is a float
-    # copy of the lanes turned into the mask in place (to + ge_: 9 + 6 us for
-    # Cora's 30k receptive-field feature values, against 35 + 35 us for an
-    # integer compare and a bool -> float copy; torch's CPU product of a float
-    # and a bool tensor casts per element, unvectorised: 26 ms at 3.9M). The
+    # copy of the lanes turned into the mask in place (to + ge_, cheaper than
+    # an integer compare and a bool -> float copy; torch's CPU product of a
+    # float and a bool tensor casts per element, unvectorised). The
     # mask is saved as bool only when the input needs a gradient.
     @staticmethod
     def forward(ctx, x: Tensor, p: float) -> Tensor:
@@ -98,7 +97,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 
 def _sparse_times_dense(sparse: Tensor, dense: Tensor) -> Tensor:
     # addmm with beta=0 ignores its uninitialised input; torch.sparse.mm
-    # zero-fills a result and then copies it (258 -> 218 ms at width 256).
+    # zero-fills a result and then copies it.
     out = dense.new_empty(sparse.size(0), dense.size(1))
     return torch.addmm(out, sparse, dense, beta=0, out=out)
 
@@ -113,7 +112,7 @@ def _csr_times_dense(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
 # The product under torch.compile, which cannot trace torch.sparse tensors: an
 # opaque op, so the rest of the model compiles around it. Defined through
 # torch.library.Library rather than @torch.library.custom_op, whose Python
-# wrappers cost about 60 us a call here (23 us this way) on a 65 us product.
+# wrappers cost more a call than a small graph's product itself.
 # Eager mode calls the kernel directly.
 # Registered once per process: a second import of this file (a tool or the
 # asv suite loading gnnperf from another path) finds the op already there,
@@ -136,7 +135,7 @@ class CsrMatrix:
     structure of its transpose built once: ``t_crow``, ``t_col`` and
     ``t_perm``, where each of the transpose's values sits in :obj:`values`.
     Indices are int32 where they fit: with int64 ones the product converts
-    them on every call (Cora features: 128 -> 106 us per product).
+    them on every call.
 
     Args:
         crow (Tensor): Row pointers, :obj:`[num_rows + 1]`.
@@ -211,7 +210,7 @@ class CsrMatrix:
         """:obj:`self @ dense`, with other stored :obj:`values` if given: the
         op ``gnnperf::csr_mm`` under ``torch.compile``, the kernel itself in
         eager mode (with the ``torch.sparse`` tensor of constant values built
-        once: 13 us a product here)."""
+        once)."""
         if torch.compiler.is_compiling():
             return torch.ops.gnnperf.csr_mm(self.crow, self.col,
                                             self.values if values is None else values,
@@ -256,7 +255,7 @@ class CsrMatrix:
 
 class SparseFeatures(CsrMatrix):
     r"""Node features kept as a :class:`CsrMatrix` (bag-of-words features are
-    mostly zeros: Cora's are 98.7%), for a first layer that multiplies sparse
+    mostly zeros), for a first layer that multiplies sparse
     by dense and drops out stored values only.
 
     Dropout on the stored values only has the distribution of dense dropout:
@@ -272,8 +271,7 @@ class SparseAdjacency(CsrMatrix):
     r"""A normalised adjacency (targets x sources) whose values are constants,
     so its transpose's values are gathered once too: the backward pass of an
     aggregation multiplies by the transpose with no per-step work
-    (``torch.sparse.mm``'s own backward re-sorts the CSR matrix every step: at
-    width 16 on synthetic-1m, 96 ms -> 22 ms per layer forward and backward).
+    (``torch.sparse.mm``'s own backward re-sorts the CSR matrix every step).
     """
 
     def __init__(self, crow: Tensor, col: Tensor, values: Tensor,
@@ -311,8 +309,8 @@ class _SparseInputLinear(torch.autograd.Function):
     def forward(ctx, values: Tensor, weight: Tensor, features: SparseFeatures) -> Tensor:
         ctx.save_for_backward(values)
         ctx.features = features
-        # MKL multiplies by a row-major W^T (with a column-major one the product
-        # took 2x as long: Cora 246 vs 128 us); store_transposed makes the
+        # MKL multiplies by a row-major W^T faster than by a column-major one;
+        # store_transposed makes the
         # weight's transpose row-major, so this copies nothing.
         return features.matmul(weight.t(), values)
 
@@ -328,6 +326,6 @@ def store_transposed(weight: torch.nn.Parameter) -> None:
     """Re-lays :obj:`weight` (in place, the same parameter) column-major, so
     that ``weight.t()`` is a row-major matrix: what a sparse-features first
     layer multiplies by, and the layout of the gradient its backward returns
-    (otherwise two transposing copies per Cora step, 75 + 54 us). Fused Adam
-    copies such a parameter once per step (53 us), which is less."""
+    (otherwise two transposing copies per step). Fused Adam copies such a
+    parameter once per step, which is less."""
     weight.data = weight.data.t().contiguous().t()

@@ -67,19 +67,16 @@ class TrainConfig:
     fanout: tuple[int, ...] = (15, 10)
     batch_size: int = 128
     sampler: str = "auto"
-    # Roots: Cora's 500 (chosen there: saint test acc 0.80, cluster 0.79), and
-    # N / 15 on larger graphs (PyG's Flickr example: 6000 roots, 89k nodes):
-    # with 500 on synthetic-100k's 20k nodes a subgraph is 6.7% of the graph,
-    # its aggregation too noisy (test acc 0.886 against cluster's 0.949, three
-    # seeds); 1334 roots with the pre-sampling below: 0.948 (docs/saint.md).
+    # Roots: 500 on Cora, and N / 15 on larger graphs (PyG's Flickr example's
+    # ratio): a fixed 500 on a larger graph makes each subgraph a small share
+    # of it, and its aggregation too noisy to learn from (docs/saint.md).
     saint_roots: int | None = None
     saint_walk_length: int = 2
     saint_coverage: float = 20.0
-    # Coverage 20 leaves 4.36% of synthetic-1m's edges never drawn and 70%
-    # drawn < 5 times (500 roots): C_v / C_uv is then noisy and biased up
-    # (Jensen), which cost synthetic-100k 4.5 points (0.886 at coverage 20,
-    # 0.931 at 120). So pre-sampling goes on until 99% of the edges were drawn
-    # >= 10 times, capped at coverage 200.
+    # A fixed coverage leaves edges never or seldom drawn on large graphs:
+    # C_v / C_uv is then noisy and biased up (Jensen), which costs accuracy.
+    # So pre-sampling goes on until saint_seen_edges of the edges were drawn
+    # saint_min_count times, capped at saint_max_coverage.
     saint_norm: str = "paper"
     saint_seen_edges: float = 0.99
     saint_min_count: int = 10
@@ -203,8 +200,7 @@ class TrainingRun:
         self.model_spec: ModelSpec = get_model(config.model)
         self.model = self.model_spec.build(data.num_features, config.hidden, num_classes,
                                            config.layers, config.dropout).to(device)
-        # Fused Adam: one kernel per step instead of a dozen ops per parameter
-        # (Cora, sparse features: 2.85 -> 2.35 ms per step).
+        # Fused Adam: one kernel per step instead of a dozen ops per parameter.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
                                           weight_decay=config.weight_decay,
                                           fused=device.type in ("cpu", "cuda"))
@@ -304,7 +300,7 @@ class TrainingRun:
 
     def step(self, batch: Batch) -> Tensor:
         """One optimiser step on :obj:`batch`; returns the (detached) loss."""
-        if not self.model.training:  # train() visits every submodule: 46 us a Cora step
+        if not self.model.training:  # train() visits every submodule
             self.model.train()
         if self.batch_to_device is not None:
             batch = self.batch_to_device(batch)

@@ -41,21 +41,19 @@ class CompileCounter:
         return dynamo_counts()[1] - self._breaks_at_start
 
 
-# Inductor settings for CPU runs, each measured on synthetic-1m at hidden 16
-# (1 thread; eager 560-610 ms per step):
-# - fallback_random: Inductor's CPU random numbers cost about 6x ATen's
-#   uniform_ per element, and the input dropout draws 12.8M of them per step
-#   (434 -> 342 ms). ATen's generator also gives the eager dropout masks, so
-#   the compiled loss curve follows the baseline's.
+# Inductor settings for CPU runs:
+# - fallback_random: Inductor's CPU random numbers cost several times ATen's
+#   uniform_ per element, and the input dropout draws one per feature value
+#   per step. ATen's generator also gives the eager dropout masks, so the
+#   compiled loss curve follows the baseline's.
 # - realize_reads_threshold=1: store a pointwise result that several kernels
 #   read instead of recomputing it in each. Otherwise the backward recomputes
-#   the ReLU and dropout masks inside the edge gather, once per edge (11 per
-#   node here) rather than once per node (342 -> 202 ms).
+#   the ReLU and dropout masks inside the edge gather, once per edge rather
+#   than once per node.
 # - size_asserts/alignment_asserts off: the Python wrapper of a whole-step
 #   graph checks every fallback kernel's output (random, mm, the CSR
-#   products), about 60 asserts a Cora step; without them the fastest Cora
-#   step runs 1.09x faster (1.70 -> 1.54 ms, median of 21 interleaved rounds).
-#   The CSR op's fake sizes are tested (tests/test_models.py).
+#   products), dozens of asserts a step, a visible share of a small graph's
+#   step. The CSR op's fake sizes are tested (tests/test_models.py).
 # CUDA keeps Inductor's defaults (its fused Philox RNG is fast there).
 CPU_INDUCTOR_OPTIONS = {"fallback_random": True, "realize_reads_threshold": 1,
                         "size_asserts": False, "alignment_asserts": False}
@@ -134,8 +132,8 @@ def compile_whole_step(run: TrainingRun, dynamic: bool, options: dict | None):
         # Dynamo traces autograd.grad only with this flag (private:
         # gnnperf.torch_private; otherwise a graph break before it). It is
         # read while tracing, which happens inside the call, so it is set
-        # around each call, by hand: torch._dynamo.config.patch costs 48 us a
-        # call, this 5.5. Canary: tests/test_variants.py::test_compiled_traces_the_whole_step
+        # around each call, by hand: torch._dynamo.config.patch costs
+        # several times as much a call. Canary: tests/test_variants.py::test_compiled_traces_the_whole_step
         config = dynamo_config()
         previous = config.trace_autograd_ops
         config.trace_autograd_ops = True

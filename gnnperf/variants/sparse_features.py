@@ -7,7 +7,8 @@ from gnnperf.models import BLOCKS, SparseFeatures, store_transposed
 from gnnperf.variants.base import Technique, TrainingRun
 
 # Below this density the CSR product and the value-only dropout do less work
-# than the dense ones (Cora 1.3%, CiteSeer 0.9%); above it they stay dense.
+# than the dense ones (bag-of-words features are far below it); above it
+# they stay dense.
 MAX_DENSITY = 0.1
 
 
