@@ -12,9 +12,8 @@ the measured time: 100% is a step at the limit, 10% one that could be ten
 times faster on this hardware. Bandwidth depends on where the data lives: the
 roofs are measured over a ladder of working sets (1 MiB, cache-resident, to
 256 MiB, DRAM, on CPU) and a step is held to the roof interpolated at its
-working set (measured here: copies run at 40-50 GB/s at 1-4 MiB and 10-14 GB/s
-at 256 MiB; gathers at 40-50 and 5-9 GB/s), so a cache-resident step is not
-scored against DRAM.
+working set (a cache-resident copy or gather runs several times faster than
+one from DRAM), so a cache-resident step is not scored against DRAM.
 """
 from __future__ import annotations
 
@@ -35,10 +34,10 @@ MIB = 2 ** 20
 CPU_LADDER = (1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB)
 CUDA_LADDER = (4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB)
 #: Gathered rows of 128 floats (512 B): wide rows are the gather's best case,
-#: which is what a roof must be (measured here: 100k such rows from a 512 MiB
-#: table in 19 ms, 5.3 GB/s read and written).
+#: which is what a roof must be.
 GATHER_ROW_FLOATS = 128
-#: Square fp32 GEMM side: 1024 takes 41 ms on one core here (52 GFLOP/s).
+#: Square fp32 GEMM side: long enough to reach the peak, short enough to
+#: measure in well under a second.
 CPU_GEMM_SIZE, CUDA_GEMM_SIZE = 1024, 8192
 REPEATS = 5
 
@@ -75,9 +74,8 @@ class Roofs:
         size and bandwidth), the ladder's ends beyond it. The ladder is first
         made non-increasing (a larger working set is never held to a faster
         roof than a smaller one), and interpolation, not the nearest step,
-        keeps a roofline % from jumping 3x when a working set crosses a
-        ladder size (checkpointed's 66 MiB on Cora against baseline's 41 MiB
-        scored 35% against 13% with steps)."""
+        keeps a roofline % from jumping when a working set crosses a
+        ladder size."""
         import math
         ladder = self.stream_bytes_per_s if kind == "stream" else self.gather_bytes_per_s
         sizes = sorted(ladder)
@@ -119,8 +117,8 @@ def _best_seconds(fn: Callable[[], object], device: torch.device, repeats: int,
 
 def _calls(working_set: int, device: torch.device) -> int:
     # Small copies take microseconds: timed singly, the timer's own cost and
-    # the first touch of the caches showed 1 MiB copies at 13 GB/s, 37 in a
-    # batch. A GPU copies 4 MiB in about a kernel launch's time: 4 GiB of
+    # the first touch of the caches understate them, so they run in a batch.
+    # A GPU copies 4 MiB in about a kernel launch's time: 4 GiB of
     # calls there, so launches overlap the work (unverified: no GPU yet).
     return max(1, (4096 if device.type == "cuda" else 64) * MIB // working_set)
 
