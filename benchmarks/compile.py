@@ -13,11 +13,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from . import common
-from .common import PROFILE
+from . import base, caches, compat, profiles, suite
+from .profiles import PROFILE
 
 def _fresh_compile_caches() -> None:
     """Point inductor (and Triton) at an empty cache: a warm on-disk cache
@@ -37,33 +36,24 @@ def _fresh_compile_caches() -> None:
 
 def measure(dataset: str, variant: str) -> dict:
     """Compiles :obj:`variant` on :obj:`dataset` cold and returns its figures."""
-    common.set_threads()
-    common.variant(variant)  # n/a where this commit lacks it
-    data = common.gnnperf_name("data.load_dataset")(dataset)
-    dev = common.device()
+    suite.set_threads()
+    compat.variant(variant)  # n/a where this commit lacks it
+    data = compat.gnnperf_name("data.load_dataset")(dataset)
+    dev = suite.device()
     _fresh_compile_caches()
-    common.warm_device(dev)  # the device's first use (context, cuBLAS handles) is not compilation
-    run = common.CASES.build(common.case(dataset, variant), data)
+    compat.warm_device(dev)  # the device's first use (context, cuBLAS handles) is not compilation
+    case = caches.case(dataset, variant)
+    run = suite.CASES.build(case, data)
     counter = getattr(run, "compile_counter", None)
     if counter is None:
-        raise common.NotHere("this commit's compiled technique has no compile counter")
-    batches = list(run.batches())
-    common.synchronize(dev)
-    start = time.perf_counter()
-    run.step(batches[0])  # compiles
-    common.synchronize(dev)
-    first = time.perf_counter() - start
+        raise suite.NotHere("this commit's compiled technique has no compile counter")
+    prep = suite.CASES.PreparedCase(case, run, list(run.batches())[:1])
+    first = prep.timed_steps(1).wall  # compiles
     graphs_after_first = counter.graphs
     for _ in range(3):  # fresh batches: sampled shapes vary epoch to epoch
         for batch in run.batches():
             run.step(batch)
-    warm = []
-    for _ in range(5):
-        common.synchronize(dev)
-        start = time.perf_counter()
-        run.step(batches[0])
-        common.synchronize(dev)
-        warm.append(time.perf_counter() - start)
+    warm = [prep.timed_steps(1).wall for _ in range(5)]
     return {
         "compile_seconds": max(first - statistics.median(warm), 0.0),
         "graph_breaks": counter.graph_breaks,
@@ -74,8 +64,8 @@ def measure(dataset: str, variant: str) -> dict:
 _PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from benchmarks import common, compile as c
-out = common.measured_or_reason(c.measure, sys.argv[2], sys.argv[3])  # n/a only if declared
+from benchmarks import compile as c, suite
+out = suite.measured_or_reason(c.measure, sys.argv[2], sys.argv[3])  # n/a only if declared
 print("GNNPERF-ASV-COMPILE " + json.dumps(out))
 """
 
@@ -103,8 +93,8 @@ def compile_cache(self):
 compile_cache.timeout = 3600
 
 
-class Compile(common.CachedFigures):
-    params = [list(PROFILE.datasets), common.variants_with("compiled", PROFILE.compile_extra)]
+class Compile(base.CachedFigures):
+    params = [list(PROFILE.datasets), profiles.variants_with("compiled", PROFILE.compile_extra)]
     param_names = ["dataset", "variant"]
     setup_cache = compile_cache
     timeout = 3600
@@ -133,12 +123,12 @@ class Compile(common.CachedFigures):
     track_recompiles.unit = "graphs"
 
 
-class _TrainingSetupCost(common.Benchmark):
+class _TrainingSetupCost(base.Benchmark):
     """Builds the variant once per (dataset, variant) with an empty gnnperf
     cache (a cached METIS partition would hide its cost) and reads the
     seconds its technique reports."""
     param_names = ["dataset", "variant"]
-    setup_cache = common.training_datasets_cache
+    setup_cache = caches.training_datasets_cache
     timeout = 900
     stat = ""
     _built: dict = {}
@@ -152,7 +142,7 @@ class _TrainingSetupCost(common.Benchmark):
             before = os.environ.get("GNNPERF_CACHE")
             os.environ["GNNPERF_CACHE"] = scratch
             try:
-                run = common.build_run(cache, dataset, variant)
+                run = caches.build_run(cache, dataset, variant)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
                 if before is None:
@@ -168,7 +158,7 @@ class _TrainingSetupCost(common.Benchmark):
 
 class Partition(_TrainingSetupCost):
     """Cluster-GCN's METIS partition (pymetis), cold."""
-    params = [list(PROFILE.datasets), common.variants_with("cluster")]
+    params = [list(PROFILE.datasets), profiles.variants_with("cluster")]
     technique, stat = "cluster", "partition"
 
     def track_partition_seconds(self, cache, dataset, variant):
@@ -179,7 +169,7 @@ class Partition(_TrainingSetupCost):
 
 class Presample(_TrainingSetupCost):
     """GraphSAINT's pre-sampling of subgraphs for its normalisation."""
-    params = [list(PROFILE.datasets), common.variants_with("saint")]
+    params = [list(PROFILE.datasets), profiles.variants_with("saint")]
     technique, stat = "saint", "presample"
 
     def track_presample_seconds(self, cache, dataset, variant):

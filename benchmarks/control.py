@@ -1,10 +1,10 @@
 """Controls: figures every other benchmark includes, to subtract from them."""
 from __future__ import annotations
 
-from . import common
+from . import base, compat
 
 
-class Control(common.Benchmark):
+class Control(base.Benchmark):
     """asv's ``peakmem_`` is the whole process's RSS high-water mark: Python,
     torch, torch-geometric and gnnperf imports included and, on a GPU
     runner, the CUDA context and library handles (hundreds of MiB of host
@@ -15,7 +15,7 @@ class Control(common.Benchmark):
     benchmarks."""
 
     def make(self, cache):
-        common.warm_device(self.device)
+        compat.warm_device(self.device)
 
     def peakmem_noop(self):
         pass

@@ -10,24 +10,24 @@ import os
 
 import torch
 
-from . import common
-from .common import PROFILE
+from . import base, compat, profiles, suite
+from .profiles import PROFILE
 
 DATASET = PROFILE.datasets[0]
-# Quick: the 3 warm-up epochs and one timed (the ranks' start, about 5 s
-# each here, is most of a measurement either way).
+# Quick: the 3 warm-up epochs and one timed (the ranks' start is most of a
+# measurement either way).
 EPOCHS = 4 if PROFILE.name == "quick" else 50
 
 
 def world_sizes() -> list[int]:
-    if common.device().type == "cuda":
+    if suite.device().type == "cuda":
         return sorted({1, torch.cuda.device_count()})
     return [1, 2]
 
 
 def _fits(world: int) -> str:
     """Why this machine cannot run :obj:`world` ranks ("" when it can)."""
-    if common.device().type == "cuda":
+    if suite.device().type == "cuda":
         return "" if torch.cuda.device_count() >= world else f"fewer than {world} GPUs"
     return "" if (os.cpu_count() or 1) >= world else f"fewer than {world} CPU cores"
 
@@ -39,17 +39,17 @@ def scaling_cache(self):
     fails (``measure_each_data_parallel``), so a failing variant fails only
     its own figures."""
     try:
-        single = common.gnnperf_name("distributed.measure_data_parallel")
+        single = compat.gnnperf_name("distributed.measure_data_parallel")
     except NotImplementedError as exc:
         return {"n/a": str(exc)}
     try:
-        each = common.gnnperf_name("distributed.measure_each_data_parallel")
+        each = compat.gnnperf_name("distributed.measure_each_data_parallel")
     except NotImplementedError:  # an older commit: a launch per variant
         each = None
     names, figures, one = DataParallel.params[0], {}, {}
     try:  # the launcher takes the loaded graph and the parsed variants...
-        common.gnnperf_name("data.Dataset")
-        where, parse = (common.gnnperf_name("data.load_dataset")(DATASET),), common.variant
+        compat.gnnperf_name("data.Dataset")
+        where, parse = (compat.gnnperf_name("data.load_dataset")(DATASET),), compat.variant
     except NotImplementedError:  # ...or, on commits before the Dataset record, names
         where, parse = (DATASET, None), str
     named = {}  # variant as the launcher takes it -> its name here
@@ -60,8 +60,8 @@ def scaling_cache(self):
             figures.update({f"{name}|{world}": {"n/a": str(exc)}
                             for world in DataParallel.params[1]})
     variants = list(named)
-    launch_args = (*where, common.train_config(epochs=EPOCHS), str(common.device()), 3,
-                   common.THREADS, "auto")
+    launch_args = (*where, compat.train_config(epochs=EPOCHS), str(suite.device()), 3,
+                   suite.THREADS, "auto")
     for world in DataParallel.params[1]:
         if _fits(world):
             figures.update({f"{name}|{world}": {"n/a": _fits(world)} for name in named.values()})
@@ -70,12 +70,12 @@ def scaling_cache(self):
             continue
         reference = dict(one) if world > 1 else None
         if each is not None:
-            found = common.measured_or_reason(lambda: {"results": each(
+            found = suite.measured_or_reason(lambda: {"results": each(
                 variants, world, *launch_args, one_rank_epoch_s=reference)})
             outcomes = ({variant: _outcome(value) for variant, value in found["results"].items()}
                         if "results" in found else {variant: found for variant in variants})
         else:
-            outcomes = {variant: common.measured_or_reason(lambda: {"result": single(
+            outcomes = {variant: suite.measured_or_reason(lambda: {"result": single(
                 variant, world, *launch_args, one_rank_epoch_s=one.get(variant))})
                 for variant in variants}
         for variant, outcome in outcomes.items():
@@ -95,7 +95,7 @@ def scaling_cache(self):
 def _outcome(value) -> dict:
     """One variant's result, or the error it failed with as n/a (declared) or error."""
     if isinstance(value, Exception):
-        kind = "n/a" if common.declared_na(value) else "error"
+        kind = "n/a" if suite.declared_na(value) else "error"
         return {kind: f"{type(value).__name__}: {value}"}
     return {"result": value}
 
@@ -103,14 +103,14 @@ def _outcome(value) -> dict:
 scaling_cache.timeout = 1800
 
 
-class DataParallel(common.CachedFigures):
+class DataParallel(base.CachedFigures):
     """``ddp`` (full batch) and ``sampled+ddp`` across local ranks."""
-    params = [common.variants_with("ddp", ("ddp", "sampled+ddp")), world_sizes()]
+    params = [profiles.variants_with("ddp", ("ddp", "sampled+ddp")), world_sizes()]
     param_names = ["variant", "world_size"]
     setup_cache = scaling_cache
-    # In this class's source, so asv's version of it (which hashes class
-    # sources, not the module's cache function) changed with the method.
-    measured_as = "one launch per world size for every variant, one per variant if it fails (v2)"
+    # How the ranks are launched is part of the figure: raise the version
+    # when it changes.
+    version = "1"
     timeout = 1800
 
     def figure_key(self, variant, world_size):

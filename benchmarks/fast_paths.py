@@ -8,12 +8,11 @@ Lower is better for every figure (asv's convention)."""
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
 
-from . import common
-from .common import PROFILE, VARIANTS
+from . import base, caches, compat, suite
+from .profiles import PROFILE, VARIANTS
 
 # Widths where the techniques differ most: the tutorial's 16, and 256 where the
 # per-edge messages dominate a full-graph step.
@@ -28,29 +27,28 @@ def compare(data, label: str, variant: str, hidden: int, references: list[str]
     :obj:`data` (named :obj:`label` in errors), all built once
     and stepped in turn (A B C, A B C, ...): step times, step peaks (after a
     warm-up step each) and test error after the steps, keyed by reference."""
-    step_peak_bytes = common.gnnperf_name("measure.runner.step_peak_bytes",
+    step_peak_bytes = compat.gnnperf_name("measure.runner.step_peak_bytes",
                                                  "measure.step_peak_bytes")
-    dev = common.device()
+    dev = suite.device()
     names = [variant, *references]
     for name in names:
-        common.variant(name)  # n/a where this commit lacks it
-    runs = [common.CASES.build(common.case(label, name, hidden=hidden), data) for name in names]
-    batches = [list(run.batches()) for run in runs]
-    for run, own in zip(runs, batches):
-        run.step(own[0])  # warm-up, compilation included
-    peaks = [_peak_above_start(step_peak_bytes, lambda: run.step(own[0]), dev)
-             for run, own in zip(runs, batches)]
-    times: list[list[float]] = [[] for _ in runs]
-    last = [None for _ in runs]
-    for step in range(STEPS):
-        for index, (run, own) in enumerate(zip(runs, batches)):
-            common.synchronize(dev)
-            start = time.perf_counter()
-            last[index] = run.step(own[step % len(own)])
-            common.synchronize(dev)
-            times[index].append(time.perf_counter() - start)
-    for name, loss in zip(names, last):  # no ratio of NaN arithmetic
-        common.CASES.check_losses([loss], name, STEPS + 2)
+        compat.variant(name)  # n/a where this commit lacks it
+    preps = []
+    for name in names:
+        case = caches.case(label, name, hidden=hidden)
+        run = suite.CASES.build(case, data)
+        preps.append(suite.CASES.PreparedCase(case, run, list(run.batches())))
+    runs = [prep.run for prep in preps]
+    for prep in preps:
+        prep.run.step(prep.batches[0])  # warm-up, compilation included
+    peaks = [_peak_above_start(step_peak_bytes, lambda: prep.run.step(prep.batches[0]), dev)
+             for prep in preps]
+    # In turn, one timed step each (its loss checked off the clock: no ratio
+    # of NaN arithmetic), so that drift hits every run alike.
+    times: list[list[float]] = [[] for _ in preps]
+    for _ in range(STEPS):
+        for index, prep in enumerate(preps):
+            times[index].append(prep.timed_steps(1).wall)
     errors = [1.0 - run.evaluate()["test"] for run in runs]
     median = [statistics.median(t) for t in times]
     return {reference: {
@@ -85,10 +83,10 @@ def comparisons_cache(self):
     variant and, at the tutorial's width, with the tutorial's step (one
     build of each variant instead of two: measured on 2 cores, the quick
     profile's two caches took 50 s)."""
-    common.set_threads()
-    graphs = common.training_datasets_cache(self)
+    suite.set_threads()
+    graphs = caches.training_datasets_cache(self)
     try:
-        common.variant(TUTORIAL)
+        compat.variant(TUTORIAL)
         tutorial_here = ""
     except NotImplementedError as exc:  # a commit without the reference
         tutorial_here = str(exc)
@@ -100,7 +98,7 @@ def comparisons_cache(self):
                 if variant in COMPARED:
                     key = ("technique", dataset, variant, hidden)
                     # n/a where this commit lacks the variant or reference_variant.
-                    found = common.measured_or_reason(lambda: {"name": common.gnnperf_name(
+                    found = suite.measured_or_reason(lambda: {"name": compat.gnnperf_name(
                         "variants.reference_variant")(variant)})
                     if "name" in found:
                         keys[found["name"]] = key
@@ -114,15 +112,15 @@ def comparisons_cache(self):
                 if not keys:
                     continue
                 # n/a only where declared (e.g. sparse+amp on CPU).
-                outcome = common.measured_or_reason(
-                    lambda: compare(common.dataset(graphs, dataset), dataset, variant, hidden,
+                outcome = suite.measured_or_reason(
+                    lambda: compare(caches.dataset(graphs, dataset), dataset, variant, hidden,
                                     list(keys)))
                 if ("n/a" in outcome or "error" in outcome) and len(keys) > 1:
                     # Which run failed is not known: each comparison alone, so
                     # a broken tutorial step fails only the tutorial's ratio.
                     for reference, key in keys.items():
-                        figures[key] = common.measured_or_reason(lambda: compare(
-                            common.dataset(graphs, dataset), dataset, variant, hidden,
+                        figures[key] = suite.measured_or_reason(lambda: compare(
+                            caches.dataset(graphs, dataset), dataset, variant, hidden,
                             [reference])[reference])
                 else:
                     for reference, key in keys.items():
@@ -133,7 +131,7 @@ def comparisons_cache(self):
 comparisons_cache.timeout = 3600
 
 
-class TechniqueRatio(common.CachedFigures):
+class TechniqueRatio(base.CachedFigures):
     params = [list(PROFILE.datasets), COMPARED, list(HIDDEN)]
     param_names = ["dataset", "variant", "hidden"]
     setup_cache = comparisons_cache
@@ -159,7 +157,7 @@ class TechniqueRatio(common.CachedFigures):
     track_test_error_delta_pts.unit = "points"
 
 
-class TutorialRatio(common.CachedFigures):
+class TutorialRatio(base.CachedFigures):
     """A variant's step time over the PyG tutorial's plain step on the same
     graph, interleaved in one process: what a copy of the tutorial would
     cost relative to this variant (lower is better; a rise is a regression

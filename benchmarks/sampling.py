@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from . import common
-from .common import PROFILE
+from . import base, caches, compat, suite
+from .profiles import PROFILE
 
 FANOUT = [15, 10]
 BATCH_SIZE = 1024
@@ -16,10 +16,10 @@ SEED_BATCHES = 8
 _STATE: dict[tuple, object] = {}
 
 
-class NeighborSampling(common.Benchmark):
+class NeighborSampling(base.Benchmark):
     params = [list(PROFILE.datasets)]
     param_names = ["dataset"]
-    setup_cache = common.training_datasets_cache
+    setup_cache = caches.training_datasets_cache
     repeat = PROFILE.repeat
     rounds = PROFILE.rounds
 
@@ -27,7 +27,7 @@ class NeighborSampling(common.Benchmark):
         ident = (dataset, str(self.device))
         if ident not in _STATE:  # setup runs before every repeat: build once per process
             _STATE.clear()
-            _STATE[ident] = _build(common.dataset(cache, dataset), self.device)
+            _STATE[ident] = _build(caches.dataset(cache, dataset), self.device)
         self.sampler, self.seed_batches, self.loader = _STATE[ident]
         self.cursor = 0
         self.batches = iter(self.loader)
@@ -35,21 +35,21 @@ class NeighborSampling(common.Benchmark):
     def time_sample_batch(self, cache, dataset):
         self.sampler.sample(self.seed_batches[self.cursor % SEED_BATCHES])
         self.cursor += 1
-        common.synchronize(self.device)
+        suite.CASES.synchronize(self.device)
 
     def time_loader_batch(self, cache, dataset):
         batch = next(self.batches, None)
         if batch is None:  # epoch over: start the next one
             self.batches = iter(self.loader)
             batch = next(self.batches)
-        common.synchronize(self.device)
+        suite.CASES.synchronize(self.device)
 
 
 def _build(data, dev: torch.device):
     from torch_geometric.data import Data
 
-    sampler_cls = common.gnnperf_name("sampling.VectorizedNeighborSampler")
-    make_neighbor_loader = common.gnnperf_name("sampling.make_neighbor_loader")
+    sampler_cls = compat.gnnperf_name("sampling.VectorizedNeighborSampler")
+    make_neighbor_loader = compat.gnnperf_name("sampling.make_neighbor_loader")
     lean = Data(x=data.x, y=data.y, edge_index=data.edge_index, num_nodes=data.num_nodes).to(dev)
     generator = torch.Generator().manual_seed(0)
     seed_batches = [torch.randperm(data.num_nodes, generator=generator)[:BATCH_SIZE].to(dev)

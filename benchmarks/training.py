@@ -8,15 +8,15 @@ import itertools
 import statistics
 import time
 
-from . import common
-from .common import PROFILE, VARIANTS
+from . import base, caches, compat, profiles, suite
+from .profiles import PROFILE, VARIANTS
 
 
-class _PerVariant(common.Benchmark):
+class _PerVariant(base.Benchmark):
     """Parameters shared by the per-(dataset, variant) benchmarks."""
     params = [list(PROFILE.datasets), VARIANTS]
     param_names = ["dataset", "variant"]
-    setup_cache = common.training_datasets_cache
+    setup_cache = caches.training_datasets_cache
     timeout = 600
 
 
@@ -35,7 +35,7 @@ class TrainStep(_PerModel):
     warmup_time = 0.0  # setup already ran a warm-up epoch (and compiled)
 
     def make(self, cache, dataset, variant, model):
-        self.prep = common.prepared(cache, dataset, variant, warm=True, model=model)
+        self.prep = caches.prepared(cache, dataset, variant, warm=True, model=model)
 
     def time_train_step(self, cache, dataset, variant, model):
         """Wall time of one step, CUDA synchronised."""
@@ -49,7 +49,7 @@ class TrainStepMemory(_PerVariant):
 
     def make(self, cache, dataset, variant):
         # Not warmed: the first steps (compilation included) are what peaks.
-        self.prep = common.prepared(cache, dataset, variant, warm=False)
+        self.prep = caches.prepared(cache, dataset, variant, warm=False)
 
     def peakmem_train_step(self, cache, dataset, variant):
         """One epoch's steps (one for full-graph variants): the peak of the worst."""
@@ -57,8 +57,8 @@ class TrainStepMemory(_PerVariant):
             self.prep.synced_step()
 
 
-class CudaStepMemory(_PerModel, common._CudaStepPeak):
-    """The device's peak of one warm step per variant (see ``common._CudaStepPeak``)."""
+class CudaStepMemory(_PerModel, base._CudaStepPeak):
+    """The device's peak of one warm step per variant (see ``base._CudaStepPeak``)."""
 
 
 def trained_error_pct(graphs: dict, epochs: int, dataset: str, variant: str,
@@ -66,12 +66,12 @@ def trained_error_pct(graphs: dict, epochs: int, dataset: str, variant: str,
     """Test error (%) of :obj:`variant` of :obj:`model` on graph :obj:`dataset`
     of :obj:`graphs` after :obj:`epochs` epochs; its losses checked after
     training (one sync), so NaN training fails rather than scores."""
-    run = common.build_run(graphs, dataset, variant, model=model, epochs=epochs)
+    run = caches.build_run(graphs, dataset, variant, model=model, epochs=epochs)
     losses = []
-    with common.unavailable_as_na():
+    with suite.unavailable_as_na():
         for _ in range(epochs):
             losses += [run.step(batch) for batch in run.batches()]
-    common.CASES.check_losses(losses, variant, 1)
+    suite.CASES.check_losses(losses, variant, 1)
     return {"test_error_pct": round(100.0 * (1.0 - run.evaluate()["test"]), 2)}
 
 
@@ -79,26 +79,24 @@ def _trained_figures(graphs: dict, benchmark: type) -> dict:
     """:func:`trained_error_pct` of every parameter combination of
     :obj:`benchmark` (its ``params`` in order, its ``epochs``), all in this
     one process: n/a or the traceback per combination, so one failure fails
-    only its own benchmark. Measured on 2 cores (quick profile, 56 pairs):
-    183 s as one asv process per pair, 66 s here (each forked child warmed
-    torch up again and compiled its compiled pair in a new process)."""
-    common.set_threads()
-    return {params: common.measured_or_reason(trained_error_pct, graphs, benchmark.epochs,
+    only its own benchmark. One process, not one per pair: each forked
+    child would warm torch up again and compile its compiled pair anew."""
+    suite.set_threads()
+    return {params: suite.measured_or_reason(trained_error_pct, graphs, benchmark.epochs,
                                               *params)
             for params in itertools.product(*benchmark.params)}
 
 
 def accuracy_cache(self):
     """``setup_cache`` of :class:`Accuracy`: every pair trained once per ``asv run``."""
-    return _trained_figures(common.training_datasets_cache(self), Accuracy)
+    return _trained_figures(caches.training_datasets_cache(self), Accuracy)
 
 
-# A hang guard, per pair: the slowest quick pair took 11 s (compiled, warm
-# Inductor cache), a cold compile about 35 s; the old per-process limit was 900 s.
+# A hang guard, per pair: room for a cold compile, well past a warm pair.
 accuracy_cache.timeout = 120 * len(PROFILE.accuracy_datasets) * len(VARIANTS) * len(PROFILE.models)
 
 
-class Accuracy(common.CachedFigures):
+class Accuracy(base.CachedFigures):
     """Test error after a fixed training budget: a rise is the regression.
     Trained in :func:`accuracy_cache`; a variant that cannot train a model,
     or in this environment, is n/a."""
@@ -106,8 +104,8 @@ class Accuracy(common.CachedFigures):
     param_names = ["dataset", "variant", "model"]
     setup_cache = accuracy_cache
     epochs = PROFILE.accuracy_epochs
-    # In this class's source, so asv's version of it changed with the budget.
-    measured_as = "test error after the profile's epochs (quick: 5, was 10 before issue 21)"
+    # Another training budget is another figure: raise the version with it.
+    version = "1"
 
     def track_test_error_pct(self, cache, *params):
         return self.figure("test_error_pct")
@@ -118,7 +116,7 @@ class Accuracy(common.CachedFigures):
 def scale_accuracy_cache(self):
     """``setup_cache`` of :class:`SubgraphAccuracyAtScale`: its graphs
     generated once, then every (graph, variant) trained on them."""
-    return _trained_figures(common.scale_accuracy_graph_files(), SubgraphAccuracyAtScale)
+    return _trained_figures(caches.scale_accuracy_graph_files(), SubgraphAccuracyAtScale)
 
 
 scale_accuracy_cache.timeout = 1800
@@ -126,68 +124,68 @@ scale_accuracy_cache.timeout = 1800
 
 class SubgraphAccuracyAtScale(Accuracy):
     """Test error of saint next to sampled's and cluster's after a fixed
-    budget on a generated graph of >= 10^6 edges (full profile; 60 epochs,
-    the acceptance budget of issue 22) or a 2000-node one (quick, 20 epochs).
-    Before issue 22 saint scored chance (0.106 accuracy) on synthetic-1m while
-    cluster scored 0.998; a rise of saint's figure alone is that regression."""
-    params = [list(common.scale_accuracy_graphs()), ["sampled", "saint", "cluster"]]
-    param_names = ["dataset", "variant"]  # GCN's: the figure of issue 22
+    budget on a generated graph of >= 10^6 edges (full profile) or a
+    2000-node one (quick): saint's normalisation breaks on graphs whose
+    pre-sampling misses edges, where it scores chance while cluster learns;
+    a rise of saint's figure alone is that regression."""
+    params = [list(profiles.scale_accuracy_graphs()), ["sampled", "saint", "cluster"]]
+    param_names = ["dataset", "variant"]  # GCN's: saint's normalisation is model-independent
     setup_cache = scale_accuracy_cache
-    epochs = common.SCALE_ACCURACY_EPOCHS["full" if PROFILE.name == "full" else "quick"]
+    epochs = profiles.SCALE_ACCURACY_EPOCHS["full" if PROFILE.name == "full" else "quick"]
 
 
-class SampledThroughput(common.Benchmark):
+class SampledThroughput(base.Benchmark):
     """Time per million sampled edges over whole epochs (sampling included):
     the inverse of throughput, so that a rise is the regression."""
-    params = [list(PROFILE.datasets), common.minibatch_variants()]
+    params = [list(PROFILE.datasets), profiles.minibatch_variants()]
     param_names = ["dataset", "variant"]
-    setup_cache = common.training_datasets_cache
+    setup_cache = caches.training_datasets_cache
     timeout = 600
 
     minibatch = True
 
     def make(self, cache, dataset, variant):
-        self.prep = common.prepared(cache, dataset, variant, warm=True)
+        self.prep = caches.prepared(cache, dataset, variant, warm=True)
 
     def track_time_per_million_sampled_edges(self, cache, dataset, variant):
         per_edge = []
         for _ in range(PROFILE.throughput_epochs):
-            seconds, edges = common.timed_epoch(self.prep.run, self.device)
+            seconds, edges = caches.timed_epoch(self.prep.run, self.device)
             per_edge.append(seconds / max(edges, 1) * 1e6)
         return statistics.median(per_edge)
 
     track_time_per_million_sampled_edges.unit = "seconds"
 
 
-class _OffloadEpoch(common.Benchmark):
+class _OffloadEpoch(base.Benchmark):
     """Host-to-device traffic of the offload variants over one epoch (after
     a warm-up one), with NVML watching. CUDA-only: n/a on CPU, where the copy
     is a no-op."""
-    params = [list(PROFILE.datasets), common.variants_with("offload")]
+    params = [list(PROFILE.datasets), profiles.variants_with("offload")]
     param_names = ["dataset", "variant"]
-    setup_cache = common.training_datasets_cache
+    setup_cache = caches.training_datasets_cache
     timeout = 600
 
     needs_cuda = True
 
     def make(self, cache, dataset, variant):
         dev = self.device
-        monitor_class = common.gnnperf_name("measure.probes.GpuMonitor", "monitor.GpuMonitor")
+        monitor_class = compat.gnnperf_name("measure.probes.GpuMonitor", "monitor.GpuMonitor")
         open_monitor = monitor_class.for_device
-        run = common.build_run(cache, dataset, variant)
-        common.timed_epoch(run, dev)  # warm-up: allocator, cuBLAS handles
+        run = caches.build_run(cache, dataset, variant)
+        caches.timed_epoch(run, dev)  # warm-up: allocator, cuBLAS handles
         monitor, self.monitor_note = open_monitor(dev)
         self.util = None
         try:
             with monitor.active() if monitor is not None else contextlib.nullcontext():
-                common.timed_epoch(run, dev)
+                caches.timed_epoch(run, dev)
                 # A Cora epoch takes milliseconds on a large GPU: the monitor
                 # watches more epochs until it has enough samples (a minute at most).
                 figures_of = getattr(monitor, "figures", None)  # None: an older commit
                 deadline = time.perf_counter() + 60
                 while (figures_of is not None and figures_of()[0] is None
                        and time.perf_counter() < deadline):
-                    common.timed_epoch(run, dev)
+                    caches.timed_epoch(run, dev)
             if monitor is not None:
                 figures, note = figures_of() if figures_of else (monitor.summary(), "")
                 self.util = (figures or {}).get("gpu_util_pct")
@@ -240,16 +238,16 @@ class Headroom(_PerVariant):
     compiled variants count their eager equivalent (the same maths)."""
 
     def make(self, cache, dataset, variant):
-        roofs = common.gnnperf_name("measure.roofline.cached_roofs",
+        roofs = compat.gnnperf_name("measure.roofline.cached_roofs",
                                     "roofline.cached_roofs")(self.device)
-        count_work = common.gnnperf_name("measure.workcount.count_work",
+        count_work = compat.gnnperf_name("measure.workcount.count_work",
                                           "workcount.count_work")
-        step_work = common.gnnperf_name("measure.roofline.StepWork", "roofline.StepWork")
-        assess = common.gnnperf_name("measure.roofline.assess", "roofline.assess")
-        prep = common.prepared(cache, dataset, variant, warm=True)
-        ops = count_work(lambda: common.timed_epoch(prep.run, self.device))
+        step_work = compat.gnnperf_name("measure.roofline.StepWork", "roofline.StepWork")
+        assess = compat.gnnperf_name("measure.roofline.assess", "roofline.assess")
+        prep = caches.prepared(cache, dataset, variant, warm=True)
+        ops = count_work(lambda: caches.timed_epoch(prep.run, self.device))
         work = step_work.of(ops, len(prep.batches))
-        seconds = statistics.median(common.timed_epoch(prep.run, self.device)[0]
+        seconds = statistics.median(caches.timed_epoch(prep.run, self.device)[0]
                                     for _ in range(PROFILE.throughput_epochs))
         self.headroom_pct = 100.0 - assess(work, seconds, roofs)["roofline_pct"]
 

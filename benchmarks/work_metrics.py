@@ -7,45 +7,45 @@ unchanged commit, so any step in their history is a structural change.
 Benchmarks come from the working tree while gnnperf comes from each
 benchmarked commit, so a commit without :mod:`gnnperf.measure.workcount` or without a
 variant makes the affected benchmarks n/a (``NotImplementedError``), as do a
-declared "cannot here" (:func:`common.declared_na`) and metrics that do not
+declared "cannot here" (:func:`suite.declared_na`) and metrics that do not
 apply (graph breaks of an eager variant). Any other error while a case is
 built or counted fails its benchmarks, with its traceback.
 """
 from __future__ import annotations
 
-from . import common
-from .common import VARIANTS
+from . import base, compat, profiles, suite
+from .profiles import VARIANTS
 
-DATASETS = list(common.PROFILE.work_datasets or common.CASES.DEFAULT_DATASETS)
+DATASETS = list(profiles.PROFILE.work_datasets or suite.CASES.DEFAULT_DATASETS)
 
 
 def _measure_all() -> dict:
     """Work metrics of every (dataset, variant), or ``{"n/a": ...}`` /
-    ``{"error": ...}`` (:func:`common.measured_or_reason`): the cases
+    ``{"error": ...}`` (:func:`suite.measured_or_reason`): the cases
     prepared by ``gnnperf/measure/case.py``, measured by the commit's
     :func:`gnnperf.measure.workcount.measure_work`."""
     try:
         from gnnperf.data import load_dataset
-        measure_work = common.gnnperf_name("measure.workcount.measure_work",
+        measure_work = compat.gnnperf_name("measure.workcount.measure_work",
                                            "workcount.measure_work")
     except (ImportError, NotImplementedError) as exc:
         return {"n/a": f"this commit's gnnperf lacks the work counter: {exc}"}
 
     def measure(data, dataset, variant):
-        common.variant(variant)  # n/a where this commit lacks it
-        case = common.CASES.Case(variant, dataset, threads=common.THREADS)
-        return measure_work(common.CASES.prepare(case, data)).exact()
+        compat.variant(variant)  # n/a where this commit lacks it
+        case = suite.CASES.Case(variant, dataset, threads=suite.THREADS)
+        return measure_work(suite.CASES.prepare(case, data)).exact()
 
     results: dict = {}
     for dataset in DATASETS:
-        data = common.measured_or_reason(lambda: {"data": load_dataset(dataset)})
+        data = suite.measured_or_reason(lambda: {"data": load_dataset(dataset)})
         for variant in VARIANTS:
-            results[dataset, variant] = (common.measured_or_reason(
+            results[dataset, variant] = (suite.measured_or_reason(
                 measure, data["data"], dataset, variant) if "data" in data else data)
     return results
 
 
-class _Base(common.CachedFigures):
+class _Base(base.CachedFigures):
     params = [DATASETS, VARIANTS]
     param_names = ["dataset", "variant"]
     timeout = 900  # compiles the compiled variants once per dataset

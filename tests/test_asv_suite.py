@@ -170,16 +170,16 @@ for module in pkgutil.iter_modules(benchmarks.__path__):
 assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 0, "discovery warmed the compiler"
 assert gc.get_freeze_count() == 0, "discovery froze its objects"
 # A setup_cache measures each case with what was alive before it frozen.
-measured = benchmarks.common.measured_or_reason(lambda: {"frozen": gc.get_freeze_count()})
+measured = benchmarks.suite.measured_or_reason(lambda: {"frozen": gc.get_freeze_count()})
 assert measured["frozen"] == 0, "a case outside a setup_cache ran frozen"
 sys.argv = ["benchmark.py", "setup_cache"]
-measured = benchmarks.common.measured_or_reason(lambda: {"frozen": gc.get_freeze_count()})
+measured = benchmarks.suite.measured_or_reason(lambda: {"frozen": gc.get_freeze_count()})
 assert measured["frozen"] > 100_000, "a setup_cache's case ran with nothing frozen"
 gc.unfreeze()
 # As asv's forkserver imports it (asv/benchmark.py run_server): the compiler
 # warmed and the objects frozen before each fork, touching no CUDA either.
 sys.argv = ["benchmark.py", "run_server"]
-benchmarks.common._prepare_forkserver()
+benchmarks.suite.prepare_process()
 assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 1, "the compiler was not warmed"
 child = os.fork()
 if child == 0:
@@ -330,7 +330,8 @@ def test_asv_quick_smoke(tmp_path, half, built_env):
     names = {name for name in benchmarks
              if name != "version" and re.search(SMOKE_HALVES[half], name)}
     assert names and names <= set(results["results"]), names - set(results["results"])
-    modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {"__init__", "common"}
+    modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {
+        "__init__", "base", "caches", "compat", "profiles", "suite"}  # the helpers
     areas = [m for m in sorted(modules) if re.search(SMOKE_HALVES[half], f"{m}.")]
     for area in areas:  # every benchmark module is touched by one half
         assert any(name.startswith(f"{area}.") for name in names), area
@@ -465,7 +466,7 @@ def test_one_comparison_cache_feeds_both_ratio_classes_and_isolates_a_failure(mo
     broken tutorial step fails the tutorial's ratio only, never the
     technique's."""
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks import common, fast_paths
+    from benchmarks import caches, fast_paths
 
     calls = []
 
@@ -476,8 +477,8 @@ def test_one_comparison_cache_feeds_both_ratio_classes_and_isolates_a_failure(mo
         return {ref: {"time_ratio": 1.0, "memory_ratio": 1.0, "error_delta": 0.0}
                 for ref in references}
     monkeypatch.setattr(fast_paths, "compare", compare)
-    monkeypatch.setattr(common, "training_datasets_cache", lambda self: {})
-    monkeypatch.setattr(common, "dataset", lambda graphs, name: None)
+    monkeypatch.setattr(caches, "training_datasets_cache", lambda self: {})
+    monkeypatch.setattr(caches, "dataset", lambda graphs, name: None)
     figures = fast_paths.comparisons_cache(None)
 
     technique, tutorial = fast_paths.TechniqueRatio(), fast_paths.TutorialRatio()
@@ -501,11 +502,11 @@ def test_the_peakmem_floor_holds_what_the_benchmarks_above_it_hold_on_cuda(monke
     # the no-op floor subtracted from them must hold them too.
     import torch
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks import common, control
+    from benchmarks import compat, control, suite
     warmed = []
-    monkeypatch.setattr(common, "device", lambda: torch.device("cuda"))
-    monkeypatch.setattr(common, "set_threads", lambda: None)
-    monkeypatch.setattr(common, "gnnperf_name", lambda what, *older: {
+    monkeypatch.setattr(suite, "device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(suite, "set_threads", lambda: None)
+    monkeypatch.setattr(compat, "gnnperf_name", lambda what, *older: {
         "measure.runner.warm_device": lambda dev: warmed.append((what, str(dev)))}[what])
     control.Control().setup()
     assert warmed == [("measure.runner.warm_device", "cuda")]
@@ -518,7 +519,7 @@ def test_the_growth_exponent_recovers_k_from_noisy_timings(monkeypatch, k):
     import random
     import statistics
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks.common import growth_exponent
+    from benchmarks.scaling import growth_exponent
     draws = random.Random(7)
     sizes = [1e4, 1e5, 1e6]
     fits = [growth_exponent(sizes, [3e-7 * e ** k * draws.lognormvariate(0, 0.1)
@@ -533,16 +534,16 @@ def test_one_accuracy_cache_trains_every_pair_and_isolates_a_failure(monkeypatch
     one process; a crash fails that pair's benchmark alone, a declared
     "cannot here" is n/a, and the rest keep their figures."""
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks import common, training
+    from benchmarks import caches, suite, training
 
     def trained(graphs, epochs, dataset, variant, model):
         if variant == "sparse" and model == "gcn":
             raise RuntimeError("a crash in sparse's step")
         if model == "gat":
-            raise common.NotHere("cannot combine")
+            raise suite.NotHere("cannot combine")
         return {"test_error_pct": 20.0}
     monkeypatch.setattr(training, "trained_error_pct", trained)
-    monkeypatch.setattr(common, "training_datasets_cache", lambda self: {})
+    monkeypatch.setattr(caches, "training_datasets_cache", lambda self: {})
     monkeypatch.setattr(training.Accuracy, "params", [["cora"], ["baseline", "sparse"],
                                                       ["gcn", "gat"]])
     cache = training.accuracy_cache(None)
@@ -563,9 +564,9 @@ def test_a_name_moved_by_the_measurement_wing_is_found_under_its_older_path(monk
     # asv benchmarks commits from before gnnperf/measure/ too: a name is
     # looked up where this commit has it, then where older ones had it.
     monkeypatch.syspath_prepend(str(ROOT))
-    from benchmarks import common
+    from benchmarks import compat
     from gnnperf.measure.runner import warm_device
-    assert common.gnnperf_name("no_such_module.warm_device",
+    assert compat.gnnperf_name("no_such_module.warm_device",
                                "measure.runner.warm_device") is warm_device
     with pytest.raises(NotImplementedError, match="lacks no_such_module.warm_device"):
-        common.gnnperf_name("no_such_module.warm_device", "measure.no_such_name")
+        compat.gnnperf_name("no_such_module.warm_device", "measure.no_such_name")

@@ -134,9 +134,9 @@ def test_asv_profile_rejects_unknown_names(monkeypatch, env, value, text):
 
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.setenv(env, value)
-    monkeypatch.delitem(sys.modules, "benchmarks.common", raising=False)
+    monkeypatch.delitem(sys.modules, "benchmarks.profiles", raising=False)
     with pytest.raises(Exception) as raised:
-        importlib.import_module("benchmarks.common")
+        importlib.import_module("benchmarks.profiles")
     message = str(raised.value)
     assert text in message and "\n" not in message, message
 
@@ -322,18 +322,18 @@ def test_a_trained_variant_is_not_flagged(cora_dataset):
 def test_asv_turns_only_declared_reasons_into_na(monkeypatch):
     sys.path.insert(0, str(ROOT))
     try:
-        from benchmarks import common
+        from benchmarks import compat
     finally:
         sys.path.remove(str(ROOT))
     with pytest.raises(NotImplementedError, match="unknown variant"):
-        common.variant("a-variant-this-commit-lacks")  # absent in this commit: n/a
+        compat.variant("a-variant-this-commit-lacks")  # absent in this commit: n/a
     from gnnperf import variants
 
     def broken(name):
         raise KeyError("a bug in the registry")
     monkeypatch.setattr(variants, "get_variant", broken)
     with pytest.raises(KeyError):  # a crash is a failure, never n/a
-        common.variant("baseline")
+        compat.variant("baseline")
 
 
 @pytest.mark.asv
