@@ -12,7 +12,7 @@ Each benchmark's ``extra_info`` holds the exact work metrics of one step
 (:mod:`gnnperf.measure.workcount`: ATen ops, FLOPs, profiled ops, bytes allocated,
 peak bytes, compiled graphs / graph breaks / recompiles), the peak memory, the
 accuracy after the timed steps, the thread count and the device. Wall-clock
-comparisons between runs belong to ``tools/ab_gate.py`` (interleaved A/B in
+comparisons between runs belong to ``gnnperf gate`` (interleaved A/B in
 one job), not to ``--benchmark-compare-fail`` across jobs.
 """
 from __future__ import annotations
