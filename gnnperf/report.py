@@ -220,7 +220,9 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
     axes, one marker per variant, the legend outside the data), the roofline
     (:func:`roofline_axes`, where the results have roofline figures), and the
     hands-on chapter's summary chart below (time per epoch and peak memory
-    per variant as bars, log axes)."""
+    per variant as bars on linear axes from zero: a bar's height is its
+    value, so twice as tall is twice as slow; the scatter above keeps log
+    axes, where points, not bar lengths, carry the values)."""
     plt = _pyplot()
     points = [r for r in results if r.step_peak_bytes]
     fig, ((ax, ax_roof), (ax_time, ax_memory)) = plt.subplots(
@@ -255,15 +257,18 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
              COLOURS[0]),
             (ax_memory, [r.step_peak_bytes / MIB for r in points], memory_label, COLOURS[1])):
         bars = bars_ax.bar(range(len(points)), values, color=colour, alpha=0.85)
-        # 3 significant digits, without e-notation past 1000 ("2371", not "2.37e+03").
+        # 3 significant digits, without e-notation past 1000 ("2371", not "2.37e+03"):
+        # the label names a bar too short to read against the axis.
         bars_ax.bar_label(bars, labels=[f"{v:.3g}" if v < 1000 else f"{v:.0f}" for v in values],
                           fontsize=7)
-        bars_ax.set_yscale("log")
+        # Linear from zero: a log axis starting above zero makes 13.0 against
+        # 15.4 ms look several-fold. Headroom above the tallest bar for its label.
+        bars_ax.set_yscale("linear")
+        bars_ax.set_ylim(0, max(values, default=1) * 1.1 or 1)
         # Upright names: slanted ones' boxes overlap their neighbours'.
         bars_ax.set_xticks(range(len(points)), names, rotation=90, fontsize=8)
         bars_ax.set_ylabel(label)
-        bars_ax.grid(True, axis="y", which="both", alpha=0.3)
-        _sparse_log_ticks(bars_ax.yaxis)
+        bars_ax.grid(True, axis="y", alpha=0.3)
     ax_time.set_title("time per epoch per variant")
     ax_memory.set_title("peak memory per variant")
     fig.tight_layout()
@@ -361,6 +366,11 @@ def timeline_figure(results: Sequence[VariantResult], title: str = ""):
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=7)
         ax.set_xlim(0, 1)
+        # At least 1 MiB of y range, 0 included: each panel has its own scale,
+        # and a 0.01 MiB rise must not fill a panel as a 10 MiB one does.
+        low, high = ax.get_ylim()
+        low = min(low, 0.0)
+        ax.set_ylim(low, max(high, low + 1.0))
         ax.yaxis.get_major_locator().set_params(nbins=4)
         if index + columns >= len(drawn):  # the lowest panel of its column
             ax.set_xlabel("fraction of the warm-up steps", fontsize=8)
