@@ -26,9 +26,7 @@ PENDING = {
     ("README.md", "docs/results.md"), ("README.md", "docs/how-it-measures.md"),
     ("README.md", "docs/upgrade.md"), ("README.md", "docs/your-model.md"),
     ("README.md", "docs/extending.md"), ("README.md", "docs/reference.md"),
-    (".github/workflows/gpu.yml", "benchmarks/common.py"),  # now benchmarks/profiles.py
     ("docs/asv.md", "benchmarks/common.py"),  # split into benchmarks/{suite,compat,...}.py
-    ("tools/under_load.py", "docs/data/sensitivity-load.json"),
 }
 
 

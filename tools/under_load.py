@@ -2,7 +2,7 @@
 CI runner looks like to the gate (another job on the other core).
 
     python tools/under_load.py --cpu 1 -- gnnperf sensitivity --case baseline@cora \
-        --slowdowns 0.06 --trials 10 --json docs/data/sensitivity-load.json
+        --slowdowns 0.06 --trials 10 --json sensitivity-load.json
 
 The load is a pure-Python busy loop pinned to ``--cpu`` (Linux), started
 before the command and killed when it ends; the exit status is the command's.
