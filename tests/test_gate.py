@@ -445,9 +445,9 @@ def test_each_process_pair_starts_from_its_own_layout():
     layouts: list[dict] = []
     arms = {"base": gate.Arm(ROOT), "head": gate.Arm(ROOT)}
     case = Case("baseline", SMALL)
-    _, times = gate.run_arms(arms, [case], processes=3, rounds=3, sample_ms=2.0,
+    _, times = gate.run_arms(arms, [case], processes=2, rounds=3, sample_ms=2.0,
                              layouts=layouts)
-    assert len(layouts) == 3 and all(len(t) == 3 for t in times[case.name]["base"]["cpu"])
+    assert len(layouts) == 2 and all(len(t) == 3 for t in times[case.name]["base"]["cpu"])
     for arm in arms:
         for key in ("heap", "mmap", "hash"):
             seen = [pair[arm][key] for pair in layouts]
