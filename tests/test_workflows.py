@@ -550,8 +550,10 @@ TINY = {
     # run, and no other area's state decides this test.
     "PYTEST_ADDOPTS": "-n 0 -p no:cacheprovider tests/test_workflows.py"
                       " -k 'first_run_measures or only_commits_after'",
-    "ASV_BENCH": r"^control\.",
 }
+#: The step that downloads what the tests need besides the venv (an npm
+#: package, an older torch-geometric): stood in by what this run has.
+FETCH_STEP = "What the tests fetch first"
 
 
 def _setup_python_stand_in(bin_dir: Path) -> dict:
@@ -604,9 +606,6 @@ def _clean_env(home: Path) -> dict:
     return env
 
 
-# asv: it runs asv check and an asv run --quick, as the asv smoke tests do
-# (cpu.yml's pytest step leaves them to its own asv step).
-@pytest.mark.asv
 def test_cpu_workflow_test_job_runs_in_a_fresh_clone(tmp_path):
     wf = _workflow("cpu.yml")
     jobs = wf["jobs"]
@@ -651,8 +650,14 @@ def test_cpu_workflow_test_job_runs_in_a_fresh_clone(tmp_path):
             continue
         if uses == "actions/upload-artifact":
             path = clone / step["with"]["path"]
-            assert path.exists() and any(path.rglob("*.json")), f"nothing to upload at {path}"
+            assert path.exists() and any(p.is_file() for p in path.rglob("*")), \
+                f"nothing to upload at {path}"
             seen.append(uses)
+            continue
+        if str(step.get("name", "")).startswith(FETCH_STEP):
+            if os.environ.get("GNNPERF_TEST_OLD_PYG"):
+                env["GNNPERF_TEST_OLD_PYG"] = os.environ["GNNPERF_TEST_OLD_PYG"]
+            seen.append(step["name"])
             continue
         assert not uses, f"no stand-in for {uses}"
         assert "if" not in step, step
@@ -670,13 +675,9 @@ def test_cpu_workflow_test_job_runs_in_a_fresh_clone(tmp_path):
         seen.append(step.get("name"))
     assert seen[:2] == ["actions/checkout", "actions/setup-python"]
     assert seen[-1] == "actions/upload-artifact"
-    # The run recorded its results under the fixed machine name.
-    machine = env["ASV_MACHINE"]
-    results = list((clone / ".asv" / "results" / machine).glob("*-existing-*.json"))
-    assert results, sorted(p.name for p in (clone / ".asv" / "results").rglob("*"))
-    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    assert json.loads(results[0].read_text())["commit_hash"] == head
+    # The test step ran the README's command (pytest) and left its report.
+    report = clone / "test-results" / "pytest.xml"
+    assert report.is_file() and 'failures="0"' in report.read_text()
     # The kept Inductor cache is the one the steps used.
     assert env["TORCHINDUCTOR_CACHE_DIR"] == f"{home}/.cache/gnnperf-torchinductor"
     print("\n".join(f"{s:.1f} s  {name}" for name, s in timings))
