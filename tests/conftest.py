@@ -50,6 +50,43 @@ def pytest_configure(config):
     # whole-step compile of `compiled` on Cora, 21.3 CPU-s with the pool and
     # 17.7 in-process, the same 21-22 s wall.
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    _build_asv_environment_in_background(config)
+
+
+def _build_asv_environment_in_background(config) -> None:
+    """Starts building asv's own environment (test_asv_suite.py's smoke runs
+    in it) when the run begins, where it is absent, so the build overlaps
+    the other tests instead of one worker building while the other waits
+    for it. It holds the environment lock the smoke's fixture takes, which
+    then finds the environment built; .ci/run starts the same build earlier
+    still. Only the first process of a run (not an xdist worker), and not
+    when the asv tests are deselected."""
+    if hasattr(config, "workerinput") or "not asv" in (config.getoption("markexpr") or ""):
+        return
+    root = Path(config.rootpath)
+    if not (root / "asv.conf.json").is_file() or not (root / ".git").exists():
+        return
+    try:
+        from asv.config import Config
+        from asv.environment import get_environments
+        conf = Config.load(str(root / "asv.conf.json"))
+        conf.env_dir = str(root / conf.env_dir)  # asv reads it from the folder it runs in
+        env, = get_environments(conf, None, verbose=False)
+        if env.check_presence():
+            return
+    except Exception:  # noqa: BLE001 -- the smoke's own fixture builds it and reports why not
+        return
+    import subprocess
+    import sys
+    lock = root / ".asv" / "env.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    build = ("import fcntl, subprocess, sys\n"
+             f"lock = open({str(lock)!r}, 'a')\n"
+             "fcntl.flock(lock, fcntl.LOCK_EX)\n"
+             "subprocess.call([sys.executable, '-m', 'asv', 'setup'])\n")
+    with open(root / ".asv" / "setup.log", "w") as log:
+        subprocess.Popen([sys.executable, "-c", build], cwd=root, stdout=log,
+                         stderr=subprocess.STDOUT, start_new_session=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -213,12 +213,12 @@ def test_asv_check(asv_conf):
 # benchmark once, as one `asv run --quick` does.
 SMOKE_HALVES = {"training": r"^training\.", "other areas": r"^(?!training\.)"}
 # What the smoke selects: a variant of each kind a runner's environment must
-# carry (full-batch Cora through scipy, mini-batches, Inductor's compile,
-# METIS through pymetis) and two models, so every module and every matrix
-# dependency is exercised; the whole quick profile is a runner's `asv run
+# carry (full-batch Cora through scipy, mini-batches, METIS through pymetis;
+# the compile module compiles its own) and two models, so every module and
+# every matrix dependency is exercised; the whole quick profile is a runner's `asv run
 # --quick` (docs/results.md), the other variants' steps are the in-process
 # tests' (test_variants.py).
-SMOKE_SELECTION = {"GNNPERF_ASV_VARIANTS": "baseline,sampled,compiled,cluster",
+SMOKE_SELECTION = {"GNNPERF_ASV_VARIANTS": "baseline,sampled,cluster",
                    "GNNPERF_ASV_MODELS": "gcn,sage"}
 
 # asv's own environments: the shipped config's folder, so one built by
