@@ -2,7 +2,7 @@
 benchmark in asv's own environment, built from ``asv.conf.json``'s matrix as
 a runner's ``asv run`` builds it (no failure; CUDA-only figures n/a on CPU).
 
-Select with ``pytest -m asv`` (or ``-k asv``); about 2-3 minutes on 2 cores,
+Select with ``pytest -m asv`` (or ``-k asv``); it is the run's longest module,
 plus asv's environment's build where it is not built yet.
 Results go to a temporary folder, never to the checkout's ``.asv/results``;
 the environment is the config's own (``.asv/env``), which a later run, a
@@ -207,8 +207,8 @@ def test_asv_check(asv_conf):
 
 
 # The quick run in two halves, which pytest-xdist runs on its two workers at
-# once: one run was the suite's longest test (223 s of a 294 s run on 2
-# cores, the other worker idle at its end); each half is about half of it.
+# once: a single run would be the suite's longest test, with the other worker
+# idle at its end; each half is about half of it.
 # The second pattern is the first's complement, so together they run every
 # benchmark once, as one `asv run --quick` does.
 SMOKE_HALVES = {"training": r"^training\.", "other areas": r"^(?!training\.)"}
@@ -377,8 +377,7 @@ def _may_be_na(name: str, params: dict) -> bool:
 
 
 # A user's graph goes through the same code for every variant: a full-batch
-# and a mini-batch one show it (the whole registry took 57 s, these 2 of 14 a
-# seventh of it).
+# and a mini-batch one show it, at a fraction of the whole registry's time.
 VARIANTS_OF_A_GRAPH = "baseline,sampled"
 
 

@@ -279,8 +279,8 @@ def test_torchrun_two_nodes_on_loopback_train_together(tmp_path):
             "--epochs", "5", "--warmup", "2", "--no-progress", "--json", str(out)]
     # Both nodes sit on one host, so both would try to host the rendezvous
     # store; node 0 hosts it (is_host) and node 1 joins it. A node left alone
-    # gives up after 60 s instead of c10d's default 600 s: a run here once
-    # waited out the test's 240 s with node 1 alone, its reason unprinted.
+    # gives up after 60 s instead of c10d's default 600 s, so that a node left
+    # alone fails with its reason printed before the test's own timeout.
     nodes = [subprocess.Popen([*command, "--node-rank", str(rank), "--rdzv-conf",
                                f"is_host={int(rank == 0)},join_timeout=60", *args],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -30,7 +30,7 @@ def _gnnperf(*args: str) -> subprocess.CompletedProcess:
     """``gnnperf ARGS`` in this process, from the checkout's top (as a user
     runs it there), its exit status and output as a finished process's: the
     gate's arms are processes of their own either way, and this one skips an
-    interpreter start (about 4 s here) per command."""
+    interpreter start per command."""
     out, err = io.StringIO(), io.StringIO()
     here = os.getcwd()
     os.chdir(ROOT)
@@ -358,7 +358,7 @@ def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo, capsys):
 
 def test_the_work_gate_measures_each_case_before_building_the_next():
     # Building a case resets Dynamo: a compiled case prepared before another
-    # one used to recompile inside its own measurement (recompiles 1, not 0).
+    # one would recompile inside its own measurement (recompiles 1, not 0).
     # One work worker, as each arm of the gate runs it.
     pytest.importorskip("torch._inductor")
     work = gate.run_work({"head": gate.Arm(ROOT)},

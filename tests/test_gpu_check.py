@@ -50,9 +50,9 @@ def test_the_cpu_part_runs_every_step_and_writes_both_summaries(tmp_path, reuse_
     gpu_check = load_gpu_check()
     out = tmp_path / "check"
     # The large-graph step on Cora too, so both are the shared trainings: the
-    # step's code is what runs here; a real graph of its own costs 30 CPU-s
-    # (synthetic-10k: its compiled variants compile again), measured by hand
-    # (docs/gpu-runner.md: tools/gpu_check.sh --device cpu).
+    # step's code is what runs here; a real graph of its own would cost far
+    # more (synthetic-10k: its compiled variants compile again; see
+    # docs/gpu-runner.md: tools/gpu_check.sh --device cpu).
     code = gpu_check.main(["--device", "cpu", "--out", str(out),
                            "--cora-epochs", str(TRAINED_EPOCHS), "--large-graph", "cora",
                            "--large-epochs", str(TRAINED_EPOCHS)], runner=in_process)

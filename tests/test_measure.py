@@ -118,7 +118,7 @@ def test_a_cuda_peak_is_above_what_the_process_held_before_the_build(monkeypatch
 
 def test_the_devices_first_use_is_paid_and_reported_before_the_first_epoch(monkeypatch):
     # A device's one-off first use (on CUDA its context and cuBLAS/cuSPARSE
-    # handles: hundreds of ms) stands here as a 0.3 s first use: it is
+    # handles, a costly one-off) stands here as a 0.3 s first use: it is
     # reported as the device's warm-up, not in the first epoch (nor as compile).
     from gnnperf.measure import runner as measure
     from gnnperf.data import load_dataset

@@ -91,8 +91,8 @@ def test_sparse_features_equal_dense_with_dropout_off(cora, model):
     out_b.square().sum().backward()
     for p, q in zip(dense.model.parameters(), sparse.model.parameters()):
         # float32 sums of 2,708 rows in two orders: the error scales with the
-        # gradient's size (GIN's sum aggregation gave 2.8e-5 on an entry of
-        # a gradient reaching ~0.1, once in 408 runs' worth of draws).
+        # gradient's size (GIN's sum aggregation makes large gradients, where
+        # a fixed absolute tolerance fails on rare draws), so atol does too.
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4,
                                    atol=1e-5 * max(1.0, float(p.grad.abs().max())))
 

@@ -154,7 +154,7 @@ def test_timeline_sees_a_step_peak_that_is_freed_again():
     assert quiet_peak - timeline.rss_bytes[1] < 8 * 2 ** 20  # reset before the next step
     per_read = per_step
     # Not a speed target: a guard that the per-step probe stays a cheap pread
-    # (a subprocess or a /proc scan would be 100x this).
+    # (a subprocess or a /proc scan would be far slower).
     assert per_read < 1e-3
 
 

@@ -92,7 +92,8 @@ def test_a_working_set_gets_the_roof_between_the_ladder_sizes_around_it(working_
 
 
 def test_a_larger_working_set_never_gets_a_faster_roof():
-    # Measured here: 1 MiB copies at 13 GB/s and 4 MiB ones at 37 in one noisy run.
+    # A noisy run can time small copies slower than larger ones (the figures
+    # below are one such run's on this machine).
     bumpy = Roofs("cpu", "test", 1, "x", 1e9, {MIB: 13e9, 4 * MIB: 37e9, 64 * MIB: 9e9},
                   {MIB: 1e9}, 1.0)
     figures = [bumpy.bandwidth("stream", size) for size in (MIB // 2, MIB, 2 * MIB, 4 * MIB,
@@ -191,9 +192,8 @@ def test_a_dense_times_sparse_product_counts_nonzeros_times_rows():
 def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cora_dataset,
                                                                              monkeypatch):
     # Counted under a dispatch mode without a forced-eager stance, Dynamo
-    # skipped the compiled frame for good: the timed epochs ran eager
-    # (synthetic-1m: compiled 1246 ms an epoch, as slow as baseline; 363 ms
-    # once fixed).
+    # skips the compiled frame for good: the timed epochs would run eager,
+    # as slow as baseline.
     from torch.profiler import ProfilerActivity, profile
 
     from gnnperf.measure import runner as measure

@@ -128,7 +128,7 @@ def test_sensitivity_rejects_an_unknown_case_before_any_work(no_measuring, capsy
     ("GNNPERF_ASV_MODELS", "gcn,gan", "unknown model 'gan'"),
 ])
 def test_asv_profile_rejects_unknown_names(monkeypatch, env, value, text):
-    # Imported here, not in a subprocess (two interpreter starts were 18 s of
+    # Imported here, not in a subprocess (interpreter starts are costly in
     # the test run): what asv's import of the suite would raise, as one line.
     import importlib
 
@@ -238,9 +238,9 @@ def test_a_nan_in_step_k_fails_that_variant_in_run(tmp_path):
 
 
 def test_one_time_gate_times_the_sound_case_and_fails_each_broken_one(tmp_path, capsys):
-    # One gate run (three before: the end-to-end time gate, the removed
-    # benchmark, the fault in a timed step; each gate starts 6 interpreters,
-    # about 35 s here). base lacks amp (new in head: reported, passes); head
+    # One gate run covers the end-to-end time gate, the removed benchmark and
+    # the fault in a timed step, since each gate run starts 6 interpreters.
+    # base lacks amp (new in head: reported, passes); head
     # lacks checkpointed (removed or renamed: fails, named); head's baseline
     # turns NaN in step 6 and its sparse crashes there, step 6 being in the
     # first timed block (2 warm-up steps, 3 calibrating ones); sampled is
