@@ -147,8 +147,8 @@ class ProbedWorker:
     """A work or time worker started before its cases are known: it reports
     its arm's :class:`ArmProbe` first (:meth:`read_probe`), then takes the
     cases (:meth:`give`) or is told to quit (:meth:`close`). The gate's first
-    workers are so its probes: two interpreter starts fewer per gate run
-    (about 5 s each on 2 cores)."""
+    workers are so its probes: two interpreter starts fewer per gate run,
+    each a costly share of a short gate run."""
 
     def __init__(self, mode: str, arm: Arm, names: list[str], env: dict | None = None) -> None:
         self.arm = arm
@@ -408,9 +408,8 @@ def run_arms(arms: dict[str, Arm], cases: list[Case], processes: int, rounds: in
                 # Once started (in parallel), every arm's worker of this set
                 # moves to one CPU, the CPU rotating over the sets. A worker
                 # otherwise lives on whichever CPU it started on, and one CPU
-                # of a VM can run slower than the other for minutes: measured
-                # here, A/A pair estimates spread 0.033-0.090 (sd of log
-                # ratio) unpinned and 0.008-0.013 pinned, interleaved runs.
+                # of a VM can run slower than the other for minutes, which
+                # spreads A/A pair estimates far wider unpinned than pinned.
                 for w in workers.values():
                     try:
                         os.sched_setaffinity(w.proc.pid, {cpus[proc_set % len(cpus)]})
