@@ -10,8 +10,8 @@ of their step counts::
     python tools/callgrind_step.py --variant baseline --dataset cora --short 3 --long 53
 
 prints one line per run and the per-step figure (``--json`` for JSON). Both
-runs use one thread and ``PYTHONHASHSEED=0``; each takes a few minutes under
-callgrind (about 50-100x slower than native).
+runs use one thread and ``PYTHONHASHSEED=0``; each takes minutes under
+callgrind, which runs far slower than native.
 """
 from __future__ import annotations
 
