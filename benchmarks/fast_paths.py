@@ -81,8 +81,8 @@ def comparisons_cache(self):
     """Every comparison once per ``asv run``, shared by both classes: each
     (dataset, variant, hidden) built once and interleaved with its reference
     variant and, at the tutorial's width, with the tutorial's step (one
-    build of each variant instead of two: measured on 2 cores, the quick
-    profile's two caches took 50 s)."""
+    build of each variant instead of two, where two caches each building
+    their own doubled the quick profile's set-up time)."""
     suite.set_threads()
     graphs = caches.training_datasets_cache(self)
     try:

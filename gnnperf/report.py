@@ -261,8 +261,8 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
         # the label names a bar too short to read against the axis.
         bars_ax.bar_label(bars, labels=[f"{v:.3g}" if v < 1000 else f"{v:.0f}" for v in values],
                           fontsize=7)
-        # Linear from zero: a log axis starting above zero makes 13.0 against
-        # 15.4 ms look several-fold. Headroom above the tallest bar for its label.
+        # Linear from zero: a log axis starting above zero makes two close epoch
+        # times look several-fold apart. Headroom above the tallest bar for its label.
         bars_ax.set_yscale("linear")
         bars_ax.set_ylim(0, max(values, default=1) * 1.1 or 1)
         # Upright names: slanted ones' boxes overlap their neighbours'.
@@ -290,8 +290,8 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
     span = [low * (high / low) ** (i / 64) for i in range(65)]
     dram = max(roofs.stream_bytes_per_s)
     peak = roofs.peak_flops_per_s / 1e9  # GFLOP/s: readable tick labels
-    # Named at the left edge, where the data (intensities 0.1-5 in GCN
-    # steps) rarely is: copies above their line, the gather below its own.
+    # Named at the left edge, where the data (GCN steps' intensities) rarely
+    # is: copies above their line, the gather below its own.
     ceilings = (("copy from cache", max(roofs.stream_bytes_per_s.values()), ":", 4),
                 ("copy from DRAM", roofs.stream_bytes_per_s[dram], "-", 4),
                 ("gather from DRAM", roofs.gather_bytes_per_s[dram], "--", -11))

@@ -254,7 +254,7 @@ class VectorizedNeighborSampler(BaseSampler):
 class BufferPool:
     r"""Output buffers for per-batch row gathers, reused once released.
 
-    A fresh feature batch (25 MB on synthetic-1m) lands in memory that glibc
+    A fresh feature batch (large on synthetic-1m) lands in memory that glibc
     maps anew for every large block and the kernel zero-fills page by page on
     first touch, which costs more than the gather itself. The pool keeps a few
     buffers and hands one out again only when no tensor outside the pool refers

@@ -347,8 +347,8 @@ def _train_epochs(run: TrainingRun, num_epochs: int, warmup_epochs: int, device:
             _run_epoch(run, counter, measure_peak=lambda step: out.step_peaks.append(
                 step_peak_bytes(step, device, held)), timeline=timeline)
         elif epoch == COUNTED_EPOCH:
-            # Neither timed nor the memory epoch: the op counter (2-10x
-            # slower steps) counts the work the roofline holds steps to.
+            # Neither timed nor the memory epoch: the op counter (it slows
+            # steps several-fold) counts the work the roofline holds steps to.
             out.work = _counted_epoch(run, counter, timeline).to_dict()
         else:
             # The GPU monitor samples the timed (steady) epochs only.

@@ -60,10 +60,10 @@ def pyg_gin(in_channels: int, hidden: int, out_channels: int, layers: int,
 # Ours and PyG's model of one seed draw different initial weights (other
 # construction orders) and, on CPU, different dropout masks (our lane
 # dropout, PyG's torch.nn.Dropout). Over 200 epochs on Cora GIN's test
-# accuracy then scatters by 2.1 points a seed (0.667-0.756), so a three-seed
-# mean difference carries about 1.9 points of noise: seeds 0-2 said -2.1,
-# seeds 0-18 -0.7 +- 0.8. Paired, the reference starts from our weights and
-# draws our masks: the difference left is the implementations'.
+# accuracy then scatters by points a seed, so a few seeds' mean difference
+# carries as much noise as the difference sought. Paired, the reference
+# starts from our weights and draws our masks: the difference left is the
+# implementations'.
 
 def _same_layer(ours: torch.nn.Module, theirs: torch.nn.Module) -> None:
     theirs.load_state_dict(ours.state_dict())

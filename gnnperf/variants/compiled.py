@@ -119,7 +119,7 @@ def compile_whole_step(run: TrainingRun, dynamic: bool, options: dict | None):
                 # a weight's gradient mm, Inductor's addmm pattern (torch 2.13,
                 # fx_passes/post_grad.py: addmm) turns that add into
                 # addmm(param, ...) and drops alpha: a decay of 1 instead of
-                # 5e-4 (Cora test accuracy 0.11). A product the pattern keeps.
+                # 5e-4, which wrecks training. A product the pattern keeps.
                 grads = [grad + param * weight_decay for grad, param in zip(grads, params)]
             adam(params, grads, exp_avgs, exp_avg_sqs, [], steps, foreach=False,
                  capturable=capturable, amsgrad=False, beta1=beta1, beta2=beta2,
