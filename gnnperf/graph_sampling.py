@@ -301,9 +301,9 @@ class RandomWalkSampler:
         # (n + 1) / (C_v + 1), not the paper's n / C_v: for C_v ~ Binomial(n,
         # p_v), E[1 / (C_v + 1)] = (1 - (1 - p_v)^(n + 1)) / ((n + 1) p_v), so
         # this estimates 1 / p_v with a bias of (1 - p_v)^(n + 1) only, where
-        # n / C_v is biased up by about (1 - p_v) / (n p_v) (the weighted loss
-        # of tests/test_graph_sampling.py's power-law graph came out 8% high
-        # at coverage 20). It also bounds a never-drawn node's weight.
+        # n / C_v is biased up by about (1 - p_v) / (n p_v) (enough to push the
+        # weighted loss of tests/test_graph_sampling.py's power-law graph past its
+        # tolerance at coverage 20). It also bounds a never-drawn node's weight.
         node_norm = (drawn + 1) / (node_count + 1) / self.num_nodes
         return SaintNorm(node_norm, edge_norm, drawn, unseen_nodes / max(self.num_nodes, 1),
                          unseen_edges / max(num_edges, 1))

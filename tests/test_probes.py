@@ -93,8 +93,8 @@ def test_no_monitor_without_cuda_or_nvml(monkeypatch):
 
 
 def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora_dataset, monkeypatch):
-    # The timeline's probes (a /proc write and read per step, 5% of the
-    # fastest Cora step) run in the warm-up epochs only, never inside the
+    # The timeline's probes (a /proc write and read per step, a visible share
+    # of the fastest Cora step) run in the warm-up epochs only, never inside the
     # clock of a steady epoch.
     from gnnperf.measure import runner as measure
     epochs = []  # per epoch: whether its steps were probed

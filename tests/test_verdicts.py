@@ -255,7 +255,7 @@ def test_one_time_gate_times_the_sound_case_and_fails_each_broken_one(tmp_path, 
     faults.inject(head, "crash", "sparse", 6)
     out, table = tmp_path / "gate.json", tmp_path / "gate.md"
     # A huge threshold and no adaptive pairs: the plumbing, not the machine's
-    # noise (under load an interval of 3 pairs can reach past even 50%).
+    # noise (under load an interval of 3 pairs can be very wide).
     code = main(["gate", "--no-work", "--variants", "baseline,sparse,sampled,amp,checkpointed",
                  "--datasets", SMALL, "--base-dir", str(base), "--head-dir", str(head),
                  "--processes", "3", "--max-processes", "3", "--rounds", "3",
