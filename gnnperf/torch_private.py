@@ -75,7 +75,7 @@ def cpp_compiler() -> str | None:
     what the compile will do. A torch without that function falls back to
     the same rule by hand."""
     try:
-        from torch._inductor import cpp_builder, exc
+        from torch._inductor import cpp_builder
     except ImportError:
         cpp_builder = None
     if cpp_builder is None or not hasattr(cpp_builder, "get_cpp_compiler"):
@@ -84,7 +84,7 @@ def cpp_compiler() -> str | None:
         return shutil.which(os.environ.get("CXX", "g++"))
     try:
         return cpp_builder.get_cpp_compiler()
-    except (exc.InvalidCxxCompiler, FileNotFoundError, OSError):
+    except Exception:  # noqa: BLE001 -- any failed search (a broken $CXX too) is "none usable"
         return None
 
 

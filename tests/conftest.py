@@ -57,11 +57,15 @@ def _build_asv_environment_in_background(config) -> None:
     the other tests instead of one worker building while the other waits
     for it. It holds the environment lock the smoke's fixture takes, which
     then finds the environment built; .ci/run starts the same build earlier
-    still. Only the first process of a run (not an xdist worker), and not
-    when the asv tests are deselected."""
-    if hasattr(config, "workerinput") or "not asv" in (config.getoption("markexpr") or ""):
-        return
+    still. Only for a whole run, the README's ``pytest`` (no paths but the
+    configured test folder, no ``-k``, ``-m`` or ``--collect-only``), and
+    only in its first process (not an xdist worker): a selection that runs
+    no smoke never starts a build."""
     root = Path(config.rootpath)
+    whole_run = [Path(arg).resolve() for arg in config.args] == [root / "tests"]
+    if (hasattr(config, "workerinput") or not whole_run or config.getoption("keyword")
+            or config.getoption("markexpr") or config.getoption("collectonly")):
+        return
     if not (root / "asv.conf.json").is_file() or not (root / ".git").exists():
         return
     try:
@@ -82,7 +86,7 @@ def _build_asv_environment_in_background(config) -> None:
              f"lock = open({str(lock)!r}, 'a')\n"
              "fcntl.flock(lock, fcntl.LOCK_EX)\n"
              "subprocess.call([sys.executable, '-m', 'asv', 'setup'])\n")
-    with open(root / ".asv" / "setup.log", "w") as log:
+    with open(root / ".asv" / "setup-pytest.log", "w") as log:  # .ci/run's is setup.log
         subprocess.Popen([sys.executable, "-c", build], cwd=root, stdout=log,
                          stderr=subprocess.STDOUT, start_new_session=True)
 

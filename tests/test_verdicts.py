@@ -445,6 +445,7 @@ def test_a_clear_verdict_takes_the_planned_pairs_and_the_budget_is_kept(monkeypa
     line = next(line for line in text.splitlines() if "inconclusive at this noise" in line)
     assert "9 pairs" in line and f"[{hopeless['ci_low']:.3f}, {hopeless['ci_high']:.3f}]" in line
     assert "--max-processes" in line and "work metric" in line
+    assert "time gate: passed (1 inconclusive: baseline@cora)" in text.splitlines()
 
 
 class _FakeTimeWorker:

@@ -237,6 +237,8 @@ def sensitivity_command(args: argparse.Namespace) -> int:
         if args.processes < 3 or args.rounds < 3 or args.trials < 1 or args.sample_ms <= 0:
             raise GnnperfError("need --processes >= 3, --rounds >= 3, --trials >= 1 and "
                                "--sample-ms > 0")
+        if not 0 < args.threshold < 1 or not 0 < args.alpha < 1:
+            raise GnnperfError("need 0 < --threshold < 1 and 0 < --alpha < 1")
         if not slowdowns or min(slowdowns) <= 0:
             raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,

@@ -295,7 +295,10 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         elif not verdicts:  # never "passed" over an empty table
             text.append("time gate: nothing timed (see the lines below)")
         else:
-            text.append("time gate: passed")
+            undecided = [v.case for v in verdicts if v.verdict == "inconclusive"]
+            text.append("time gate: passed" + (f" ({len(undecided)} inconclusive: "
+                                               f"{', '.join(undecided)})" if undecided else ""))
+        report["time"]["inconclusive"] = [v.case for v in verdicts if v.verdict == "inconclusive"]
     removed, new, unavailable, head_failed, base_failed = [], [], {}, {}, {}
     for case in names:
         mine = states.get(case, {})
