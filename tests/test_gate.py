@@ -461,7 +461,7 @@ def test_the_sensitivity_study_times_with_the_gates_own_code_path(monkeypatch):
     """A calibration measures the gate users run: each comparison of a trial
     is one call of the gate's own timing (its pairs, layouts, arm order and
     adaptive extra pairs) with the gate's default options."""
-    from gnnperf.gate import compare, sensitivity
+    from gnnperf.gate import sensitivity
     from gnnperf.gate.compare import GateOptions
     calls = []
 
@@ -473,7 +473,7 @@ def test_the_sensitivity_study_times_with_the_gates_own_code_path(monkeypatch):
         b = [[t * slow for t in rounds] for rounds in a]
         return [gate.TimeSamples(cases[0].name, 3, options.clock, a, b, a, b)]
 
-    monkeypatch.setattr(compare, "time_gate", fake_time_gate)
+    monkeypatch.setattr(sensitivity, "time_gate", fake_time_gate)
     monkeypatch.setattr(sensitivity, "calibrate", lambda arm, case: 0.01)
     settings = sensitivity.StudySettings(Case("baseline", "cora"), slowdowns=(0.05,), trials=2,
                                          scratch="copy-input")

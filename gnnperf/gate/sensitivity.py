@@ -34,6 +34,7 @@ from gnnperf.gate import faults
 from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree
+from gnnperf.gate.compare import GateOptions, time_gate
 from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide, judge,
                                 pair_log_ratios, pair_test)
 
@@ -45,12 +46,13 @@ class StudySettings:
     case: Case
     slowdowns: tuple[float, ...] = (0.05, 0.10, 0.20)
     trials: int = 10
-    processes: int = 6
-    rounds: int = 30
-    sample_ms: float = 12.0
-    alpha: float = 0.01
-    threshold: float = 0.03
-    pin_cpus: bool = True
+    # The gate's own defaults: a study measures the gate users run.
+    processes: int = GateOptions.processes
+    rounds: int = GateOptions.rounds
+    sample_ms: float = GateOptions.sample_ms
+    alpha: float = GateOptions.alpha
+    threshold: float = GateOptions.threshold
+    pin_cpus: bool = GateOptions.pin_cpus
     max_processes: int | None = None  # the adaptive budget (None: 3 x processes)
     scratch: str | None = None  # a fault kind every arm carries (e.g. "copy-input")
 
@@ -82,8 +84,6 @@ def run_study(settings: StudySettings, source: Path,
     gate's defaults for whatever :obj:`settings` leaves open: its own process
     pairs (each from a layout of its own), its adaptive extra pairs, its
     arm order. The rates measured are the default gate's."""
-    from gnnperf.gate.compare import GateOptions, time_gate
-
     case = settings.case
     record_settings = {"case": case.name, "trials": settings.trials,
                        "processes": settings.processes, "rounds": settings.rounds,
