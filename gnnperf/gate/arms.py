@@ -54,15 +54,18 @@ def git_state(tree: Path) -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(dirty.stdout.strip())
 
 
+def _git_top(where: Path | str) -> Path | None:
+    """The git top level of :obj:`where`, or ``None`` outside a checkout."""
+    proc = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
+                          capture_output=True, text=True)
+    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else None
+
+
 def gnnperf_checkout(where: Path | str = ".") -> Path | None:
     """The top of the gnnperf checkout :obj:`where` is in, or ``None`` outside
     one (no checkout, or another project's)."""
-    proc = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None
-    top = Path(proc.stdout.strip()).resolve()
-    return top if (top / "gnnperf" / "gate" / "worker.py").is_file() else None
+    top = _git_top(where)
+    return top if top is not None and (top / "gnnperf" / "gate" / "worker.py").is_file() else None
 
 
 def installed_tree(dest: Path) -> Path:
@@ -79,12 +82,11 @@ def installed_tree(dest: Path) -> Path:
 def checkout_top(where: Path | str = ".") -> Path:
     """The git top level of :obj:`where` (as git and asv find the tree you
     stand in), or a one-line error outside a checkout."""
-    proc = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
+    top = _git_top(where)
+    if top is None:
         raise GnnperfError(f"{Path(where).resolve()} is not inside a git checkout; cd into the "
                            f"checkout to gate, or give --head-dir")
-    return Path(proc.stdout.strip()).resolve()
+    return top
 
 
 @dataclass
@@ -201,8 +203,9 @@ def _quit(proc: subprocess.Popen) -> None:
 def start_probed(mode: str, arms: dict[str, Arm], names: list[str]
                  ) -> tuple[dict[str, ProbedWorker], dict[str, ArmProbe]]:
     """One :class:`ProbedWorker` per arm (started together) and their probes.
-    Time workers are the first timing set, so they start as :func:`run_arms`
-    starts a set: a layout of their own, the arms in a drawn order."""
+    Time workers are the first timing set, so they start from a layout of
+    their own, the arms forked in a drawn order (:func:`run_arms` then draws
+    the set's timing order, as for every set)."""
     workers: dict[str, ProbedWorker] = {}
     draw = random.SystemRandom()
     env = warm.fresh_layout_env(draw) if mode == "time" else None

@@ -281,6 +281,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                           "seconds": time.perf_counter() - start}
         text += [f"== step time, {options.clock} clock (base = A, head = B)",
                  format_time(verdicts, options.threshold, options.alpha)]
+        report["time"]["inconclusive"] = [v.case for v in verdicts if v.verdict == "inconclusive"]
         for v in verdicts:
             if v.verdict == "inconclusive":  # never read as "no regression"
                 text.append(f"{v.case}: inconclusive at this noise: {v.pairs} pairs, interval "
@@ -295,10 +296,9 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
         elif not verdicts:  # never "passed" over an empty table
             text.append("time gate: nothing timed (see the lines below)")
         else:
-            undecided = [v.case for v in verdicts if v.verdict == "inconclusive"]
+            undecided = report["time"]["inconclusive"]
             text.append("time gate: passed" + (f" ({len(undecided)} inconclusive: "
                                                f"{', '.join(undecided)})" if undecided else ""))
-        report["time"]["inconclusive"] = [v.case for v in verdicts if v.verdict == "inconclusive"]
     removed, new, unavailable, head_failed, base_failed = [], [], {}, {}, {}
     for case in names:
         mine = states.get(case, {})
