@@ -244,3 +244,37 @@ def test_the_tutorial_gcn_starts_from_the_baselines_weights():
         assert a.keys() == b.keys()
         for key in a:
             torch.testing.assert_close(a[key], b[key])
+
+
+# The product's output buffer (issue 47) ----------------------------------------
+def test_the_cpu_product_ignores_its_uninitialised_output_with_beta_zero(monkeypatch):
+    # On CPU the product writes into new_empty memory and relies on torch's
+    # addmm contract (beta=0: the output is not read, NaN in it does not
+    # propagate). A canary of the installed torch's CPU kernel: garbage
+    # (NaN) in the buffer must not reach the result.
+    from gnnperf.models import kernels
+    real_new_empty = torch.Tensor.new_empty
+    monkeypatch.setattr(torch.Tensor, "new_empty",
+                        lambda self, *size, **kw: real_new_empty(self, *size, **kw).fill_(
+                            float("nan")))
+    adjacency = torch.eye(64)[torch.randperm(64, generator=torch.Generator().manual_seed(0))]
+    dense = torch.randn(64, 8, generator=torch.Generator().manual_seed(1))
+    product = kernels._sparse_times_dense(adjacency.to_sparse_csr(), dense)
+    torch.testing.assert_close(product, adjacency @ dense)
+
+
+def test_the_product_zero_fills_its_output_on_devices_other_than_the_cpu(monkeypatch):
+    # cuSPARSE's SpMM is handed the output buffer with beta=0 (torch zero-
+    # fills it only for an empty sparse operand), and nothing documents that
+    # it never reads it: off the CPU the buffer starts as zeros, so garbage
+    # in freshly allocated GPU memory cannot turn into NaN.
+    from gnnperf.models import kernels
+    made = []
+    real_new_zeros, real_new_empty = torch.Tensor.new_zeros, torch.Tensor.new_empty
+    monkeypatch.setattr(torch.Tensor, "new_zeros", lambda self, *size, **kw: made.append(
+        ("zeros", self.device.type)) or real_new_zeros(self, *size, **kw))
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *size, **kw: made.append(
+        ("empty", self.device.type)) or real_new_empty(self, *size, **kw))
+    assert kernels._product_output(torch.ones(3, 4, device="meta"), 5).shape == (5, 4)
+    assert kernels._product_output(torch.ones(3, 4), 5).shape == (5, 4)
+    assert made == [("zeros", "meta"), ("empty", "cpu")]

@@ -95,10 +95,22 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return F.dropout(x, p=p, training=True)
 
 
+def _product_output(dense: Tensor, rows: int) -> Tensor:
+    """The buffer a sparse product of :obj:`rows` rows writes into. On CPU
+    uninitialised: torch's CPU kernels honour addmm's contract that with
+    beta=0 the output is not read (tests/test_models.py's canary fills it
+    with NaN). Elsewhere zeros, one memset: torch hands the buffer to
+    cuSPARSE's SpMM with beta=0 as it is (it zero-fills only for an empty
+    sparse operand), and no cuSPARSE document we found says SpMM never
+    reads C then; NaN garbage in fresh GPU memory times 0 is NaN. Still one
+    write fewer than torch.sparse.mm, which zero-fills a result and copies it."""
+    if dense.device.type == "cpu":
+        return dense.new_empty(rows, dense.size(1))
+    return dense.new_zeros(rows, dense.size(1))
+
+
 def _sparse_times_dense(sparse: Tensor, dense: Tensor) -> Tensor:
-    # addmm with beta=0 ignores its uninitialised input; torch.sparse.mm
-    # zero-fills a result and then copies it.
-    out = dense.new_empty(sparse.size(0), dense.size(1))
+    out = _product_output(dense, sparse.size(0))
     return torch.addmm(out, sparse, dense, beta=0, out=out)
 
 
