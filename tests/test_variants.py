@@ -458,6 +458,62 @@ def test_offload_moves_every_field_a_step_reads_sparse_features_too(cora, monkey
     assert copier.bytes_per_step[0] > 0
 
 
+def test_offload_times_pinning_on_the_host_clock_and_only_the_copies_between_its_events(
+        cora, monkeypatch):
+    # Issue 47: copy_ms must time the host-to-device copies alone. Pinning
+    # is a synchronous host copy: inside the events it would read as DMA
+    # time. With CUDA's streams and events faked, the log must show every
+    # pin before the start event and every copy between the two events,
+    # and the summary must report pinning apart, on the host's clock.
+    import contextlib
+    import types
+
+    from gnnperf.variants import offload
+    log = []
+
+    class FakeEvent:
+        def __init__(self, **kwargs):
+            self.name = f"event{sum(1 for entry in log if entry.startswith('new'))}"
+            log.append(f"new {self.name}")
+
+        def record(self, stream=None):
+            log.append(f"record {self.name}")
+
+        def elapsed_time(self, end):
+            return 1.5
+
+    clock = iter(range(1000))
+    # The module's clock, not time.perf_counter itself (pytest reads that).
+    monkeypatch.setattr(offload, "time", types.SimpleNamespace(
+        perf_counter=lambda: next(clock) * 0.004))
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: types.SimpleNamespace(wait_stream=lambda s: None))
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self: False)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: log.append("pin") or self)
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)
+    real_to = torch.Tensor.to
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *args, **kwargs: log.append("copy")
+                        or real_to(self, *args, **kwargs))
+    copier = offload.BatchCopier(torch.device("cuda"))
+    copier.device = torch.device("meta")
+    run = get_variant("sampled+offload").build(cora, TrainConfig(), CPU)
+    host = next(iter(run.batches()))
+    log.clear()
+    copier.to_device(host)
+    start, end = log.index("record event0"), log.index("record event1")
+    pins = [i for i, entry in enumerate(log) if entry == "pin"]
+    copies = [i for i, entry in enumerate(log) if entry == "copy"]
+    assert pins and copies and len(pins) == len(copies)
+    assert max(pins) < start < min(copies) and max(copies) < end
+    summary = copier.summary()
+    assert summary["copy_ms_per_step"] == 1.5  # the events' time, copies only
+    assert summary["pin_ms_per_step"] == pytest.approx(4.0)  # one host clock tick of 4 ms
+
+
 def test_a_fixed_offload_batch_steps_twice_unchanged(cora):
     # A/B timing steps one fixed batch again and again: what runs after the
     # copy (here the sparse adjacency) must not rewrite the host batch.
