@@ -99,3 +99,41 @@ def test_the_step_tools_build_their_case_from_the_measurement_wing(capsys):
     assert profile_step.main([f"baseline@{graph}", "--steps", "2", "--rows", "2"]) == 0
     assert "ms median unprofiled" in capsys.readouterr().out
     callgrind_step._worker(argparse.Namespace(variant="sampled", dataset=graph, steps=2))
+
+
+def _fake_profiler(monkeypatch, events):
+    """torch.profiler.profile replaced by one whose run recorded :obj:`events`
+    ((device type, device index, bytes) in time order) as memory events."""
+    import contextlib
+    import types
+
+    def event(order, place, index, nbytes):
+        return types.SimpleNamespace(
+            name=lambda: "[memory]", nbytes=lambda: nbytes, start_ns=lambda: order,
+            device_type=lambda: types.SimpleNamespace(name=place),
+            device_index=lambda: index)
+    recorded = [event(order, *entry) for order, entry in enumerate(events)]
+    recorded.append(types.SimpleNamespace(name=lambda: "aten::mm"))  # an operator event
+    results = types.SimpleNamespace(events=lambda: recorded)
+    prof = types.SimpleNamespace(profiler=types.SimpleNamespace(kineto_results=results))
+    monkeypatch.setattr(torch.profiler, "profile",
+                        lambda **kwargs: contextlib.nullcontext(prof))
+
+
+def test_profiled_memory_is_kept_per_device_never_summed_across_them(monkeypatch):
+    # Issue 47: on a GPU the profiler's memory events hold host and device
+    # allocations (and another GPU's); summing them mixes pinned host
+    # buffers into the device's peak. The step's device is reported, the
+    # host apart.
+    from gnnperf.measure.workcount import profile_work
+    _fake_profiler(monkeypatch, [("CPU", -1, 100), ("CUDA", 0, 1000), ("CPU", -1, -100),
+                                 ("CUDA", 0, 500), ("CUDA", 0, -1500), ("CUDA", 1, 7000)])
+    on_gpu = profile_work(lambda: None, torch.device("cuda:0"))
+    assert (on_gpu.bytes_allocated, on_gpu.peak_bytes) == (1500, 1500)
+    assert (on_gpu.host_bytes_allocated, on_gpu.host_peak_bytes) == (100, 100)
+    assert on_gpu.ops == 1
+    on_host = profile_work(lambda: None, torch.device("cpu"))
+    assert (on_host.bytes_allocated, on_host.peak_bytes) == (100, 100)
+    assert on_host.host_bytes_allocated is None  # the step's device is the host: n/a
+    _fake_profiler(monkeypatch, [("CPU", -1, 64)])
+    assert profile_work(lambda: None, torch.device("cuda")).peak_bytes is None  # no GPU events

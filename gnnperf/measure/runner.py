@@ -43,7 +43,7 @@ def measure_cpu_peak(fn: Callable[[], object]) -> int | None:
     allocations; the process RSS would need allocator settings that slow
     the timed steps down)."""
     from gnnperf.measure.workcount import profile_work
-    return profile_work(fn).peak_bytes
+    return profile_work(fn).peak_bytes  # the host's figures: profile_work's default device
 
 
 @dataclass

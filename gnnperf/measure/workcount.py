@@ -13,7 +13,9 @@ step of a variant this module counts:
   moved by indexed ops (gathers, scatters, sparse products), counted in the
   op counter's dispatch pass (:class:`OpCounter`, :func:`op_traffic`);
 * ``bytes_allocated`` and ``peak_bytes``: the sum of allocations and the peak
-  of live bytes above the step's start, from the torch profiler's memory events;
+  of live bytes above the step's start on the device the step runs on, from
+  the torch profiler's memory events (on a GPU the host's are reported
+  apart, never added in);
 * ``profiled_ops``: operator events the torch profiler records (dispatcher ops
   at every nesting level, autograd nodes, compiled regions);
 * ``compiled_graphs``, ``graph_breaks`` and ``recompiles`` for compiled variants.
@@ -68,10 +70,12 @@ class WorkMetrics:
             least (:func:`op_traffic`).
         gather_bytes (int): The part of :obj:`bytes_moved` moved by indexed
             ops (:data:`INDEXED_OPS`), whose roof is the gather bandwidth.
-        bytes_allocated (int): Bytes allocated during one step (profiler
-            memory events); :obj:`None` if the profiler recorded none.
-        peak_bytes (int): Peak live bytes above the step's start (above the
-            lowest level before the peak, see :func:`profile_work`).
+        bytes_allocated (int): Bytes allocated during one step on the
+            device it runs on (profiler memory events); :obj:`None` if the
+            profiler recorded none there.
+        peak_bytes (int): Peak live bytes on that device above the step's
+            start (above the lowest level before the peak, see
+            :func:`profile_work`).
         profiled_ops (int): Operator events the profiler recorded in one step.
         compiled_graphs (int): Dynamo graphs since the run was built
             (compiled variants only, else :obj:`None`).
@@ -79,6 +83,13 @@ class WorkMetrics:
         recompiles (int): Graphs compiled during the second epoch, when the
             first epoch has already compiled everything it needs.
         op_counts (dict): Calls per ATen operator (for diagnosing a change).
+        host_bytes_allocated (int): For a step on a GPU, the host's own
+            bytes allocated (pinned buffers, host-side batch making), apart
+            from the device's; :obj:`None` on a CPU step, whose figures
+            above are the host's. Not compared exactly (it is not in
+            :data:`EXACT_FIELDS`).
+        host_peak_bytes (int): For a step on a GPU, the host's peak live
+            bytes above the step's start; :obj:`None` on a CPU step.
     """
     variant: str
     dataset: str
@@ -95,6 +106,8 @@ class WorkMetrics:
     graph_breaks: int | None = None
     recompiles: int | None = None
     op_counts: dict[str, int] = field(default_factory=dict)
+    host_bytes_allocated: int | None = None
+    host_peak_bytes: int | None = None
 
     def exact(self) -> dict[str, int | None]:
         """The metrics an exact gate compares."""
@@ -320,15 +333,63 @@ def count_flops(fn: Callable[[], object]) -> int:
 @dataclass
 class ProfiledWork:
     """What the profiler saw of one call: operator events, and the bytes
-    allocated and peak live bytes (:obj:`None` without memory events)."""
+    allocated and peak live bytes on the device it ran on (:obj:`None`
+    without memory events there); off the CPU, the host's own figures apart
+    (:obj:`None` on a CPU call, whose figures are the host's)."""
     ops: int
     bytes_allocated: int | None
     peak_bytes: int | None
+    host_bytes_allocated: int | None = None
+    host_peak_bytes: int | None = None
 
 
-def profile_work(fn: Callable[[], object]) -> ProfiledWork:
-    """Operator events of :obj:`fn`, its bytes allocated and its peak of live
-    bytes above its start, from the torch profiler's events."""
+def _event_place(event) -> tuple[str, int]:
+    """A memory event's device: its type in lower case and its index (-1
+    for the host)."""
+    kind = event.device_type()
+    return getattr(kind, "name", str(kind).rpartition(".")[2]).lower(), int(event.device_index())
+
+
+def _device_place(device: torch.device) -> tuple[str, int]:
+    """:obj:`device` as :func:`_event_place` names it (a CUDA device without
+    an index is the current one)."""
+    if device.type == "cpu":
+        return "cpu", -1
+    index = device.index
+    if index is None:
+        index = torch.cuda.current_device() if device.type == "cuda" and \
+            torch.cuda.is_available() else 0
+    return device.type, index
+
+
+def _memory_figures(events) -> tuple[int | None, int | None]:
+    """Bytes allocated and the peak of live bytes of one device's memory
+    events, in time order (ties keep record order); :obj:`None` without any.
+
+    The peak is the largest rise of live bytes above their lowest level
+    before it: frees of blocks allocated before the call are reported only
+    when an earlier profiling session saw the allocation, so the level
+    before the step's own allocations is not reliably zero."""
+    if not events:
+        return None, None
+    live = low = peak = allocated = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        nbytes = int(event.nbytes())
+        live += nbytes
+        low = min(low, live)
+        peak = max(peak, live - low)
+        if nbytes > 0:
+            allocated += nbytes
+    return allocated, peak
+
+
+def profile_work(fn: Callable[[], object],
+                 device: torch.device | str = "cpu") -> ProfiledWork:
+    """Operator events of :obj:`fn`, and its bytes allocated and peak of
+    live bytes above its start on :obj:`device` (the one the step runs on),
+    from the torch profiler's memory events. Each event names its device:
+    a GPU step's figures are that GPU's, its host allocations (pinned
+    buffers, host-side batch making) reported apart, never added in."""
     from torch.profiler import ProfilerActivity, profile
 
     # Kineto reads its log level when a profiler first starts (not at torch's
@@ -336,29 +397,19 @@ def profile_work(fn: Callable[[], object]) -> ProfiledWork:
     # Set here, where the profiler runs, not when gnnperf is imported; a
     # user's own setting wins.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    device = torch.device(device)
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     all_events = prof.profiler.kineto_results.events()
     events = [e for e in all_events if e.name() == "[memory]"]
-    ops = len(all_events) - len(events)
-    if not events:
-        return ProfiledWork(ops, None, None)
-    # Events of one thread; their start times order them (ties keep record order).
-    events.sort(key=lambda e: e.start_ns())
-    # The peak is the largest rise of live bytes above their lowest level
-    # before it: frees of blocks allocated before the call are reported only
-    # when an earlier profiling session saw the allocation, so the level
-    # before the step's own allocations is not reliably zero.
-    live = low = peak = allocated = 0
+    by_place: dict[tuple[str, int], list] = {}
     for event in events:
-        nbytes = int(event.nbytes())
-        live += nbytes
-        low = min(low, live)
-        peak = max(peak, live - low)
-        if nbytes > 0:
-            allocated += nbytes
-    return ProfiledWork(ops, allocated, peak)
+        by_place.setdefault(_event_place(event), []).append(event)
+    place = _device_place(device)
+    allocated, peak = _memory_figures(by_place.get(place, []))
+    host = (None, None) if place[0] == "cpu" else _memory_figures(by_place.get(("cpu", -1), []))
+    return ProfiledWork(len(all_events) - len(events), allocated, peak, *host)
 
 
 def measure_work(case: "PreparedCase") -> WorkMetrics:
@@ -368,7 +419,7 @@ def measure_work(case: "PreparedCase") -> WorkMetrics:
     work = count_work(case.step)
     ops = work.counts
     flops = count_flops(case.step)
-    profiled = profile_work(case.step)
+    profiled = profile_work(case.step, run.device)
     counter = run.compile_counter
     recompiles = case.recompiles
     if counter is not None:
@@ -385,6 +436,8 @@ def measure_work(case: "PreparedCase") -> WorkMetrics:
         gather_bytes=work.gather_bytes,
         bytes_allocated=profiled.bytes_allocated,
         peak_bytes=profiled.peak_bytes,
+        host_bytes_allocated=profiled.host_bytes_allocated,
+        host_peak_bytes=profiled.host_peak_bytes,
         profiled_ops=profiled.ops,
         compiled_graphs=counter.graphs if counter is not None else None,
         graph_breaks=counter.graph_breaks if counter is not None else None,
