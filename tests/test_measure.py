@@ -148,6 +148,65 @@ def test_the_devices_first_use_is_paid_and_reported_before_the_first_epoch(monke
     assert result.compile_s is None
 
 
+def _ops_of_warm_device(device: torch.device, monkeypatch) -> list[tuple]:
+    """(op, dtypes of its tensors, layouts, first tensor's rank, the dtype of
+    the autocast region it ran in or None) of each ATen call
+    :func:`warm_device` makes on :obj:`device`."""
+    from gnnperf.measure import runner as measure
+    from gnnperf.torch_private import TorchDispatchMode
+    seen, region = [], []
+    real_autocast = torch.autocast
+
+    class Autocast(real_autocast):  # the real one, its region recorded
+        def __enter__(self):
+            region.append(self.fast_dtype)
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            region.pop()
+            return super().__exit__(*exc)
+    monkeypatch.setattr(torch, "autocast", Autocast)
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            seen.append((str(func.overloadpacket), tuple(t.dtype for t in tensors),
+                         tuple(t.layout for t in tensors),
+                         tensors[0].dim() if tensors else None,
+                         region[-1] if region else None))
+            return func(*args, **(kwargs or {}))
+    with Record():
+        measure.warm_device(device)
+    return seen
+
+
+def test_the_device_warm_up_runs_every_library_path_a_first_variant_would_pay_for(
+        monkeypatch):
+    # Issue 47: a first SAGE/GIN step (addmm with a bias: cuBLASLt's path
+    # and workspace) or amp step (bf16/fp16 matmuls, under autocast) must
+    # not carry a library's first use in its peak. The same ops run on CPU
+    # (oneDNN's first use), where a dispatch mode sees them.
+    ops = _ops_of_warm_device(torch.device("cpu"), monkeypatch)
+    products = [op for op in ops if op[0] in ("aten.addmm", "aten.mm")]
+    f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
+    assert any(op[0] == "aten.addmm" and op[1] == (f32,) * 3 and op[3] == 1
+               for op in products), products  # a bias add fused into the product
+    for dtype in (bf16, f16):
+        assert any(op[1] and set(op[1]) == {dtype} and op[4] is None for op in products), dtype
+        assert any(op[1] and set(op[1]) == {dtype} and op[4] == dtype for op in products), dtype
+    # The models' CSR product (cuSPARSE's SpMM), forward and backward.
+    assert sum(torch.sparse_csr in op[2] for op in products) >= 2
+
+
+def test_the_warm_up_takes_the_half_precisions_the_gpu_supports(monkeypatch):
+    from gnnperf.measure import runner as measure
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
+    assert measure.warm_dtypes(torch.device("cuda")) == (torch.float16,)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    assert measure.warm_dtypes(torch.device("cuda")) == (torch.bfloat16, torch.float16)
+    assert measure.warm_dtypes(torch.device("cpu")) == (torch.bfloat16, torch.float16)
+
+
 def test_measure_variant_takes_the_parsed_variant_and_the_loaded_dataset(cora_dataset):
     # Strings end at the command line: a name or a bare graph is refused
     # with the call that makes the object, before anything trains.

@@ -187,22 +187,50 @@ def release_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def warm_dtypes(device: torch.device) -> tuple[torch.dtype, ...]:
+    """The half precisions :func:`warm_device` multiplies in on
+    :obj:`device`, those ``amp`` can pick: bf16 where the GPU supports it,
+    fp16 always; on CPU both (oneDNN's kernels for each)."""
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return (torch.float16,)
+    return (torch.bfloat16, torch.float16)
+
+
 def warm_device(device: torch.device) -> float:
     """Seconds of the device's one-off first-use costs, paid here and not in
-    a variant's first epoch: on CUDA the context, the cuBLAS and cuSPARSE
-    handles (a dense and a sparse matmul, forward and backward) and the
-    caching allocator's first blocks; on CPU the same ops (oneDNN's and the
-    thread pool's first use). Cheap once paid: later calls in the process
-    take milliseconds."""
+    a variant's first epoch or peak: on CUDA the context, the caching
+    allocator's first blocks and each library path a variant's step takes,
+    with the workspace it keeps: cuBLAS (a plain product), cuBLASLt (a
+    product with a bias, what SAGE's and GIN's linear layers run), both in
+    bf16 and fp16 (``amp``, with and without autocast), and cuSPARSE's SpMM
+    (the models' CSR product, forward and backward, and a COO product); on
+    CPU the same ops (oneDNN's and the thread pool's first use). Forward and
+    backward each. Cheap once paid: later calls in the process take
+    milliseconds."""
+    from gnnperf.models import SparseAdjacency, aggregate
     start = time.perf_counter()
     # Constants, not random draws: the global generator stays where it was.
     weight = torch.full((64, 64), 0.5, device=device, requires_grad=True)
+    bias = torch.full((64,), 0.5, device=device, requires_grad=True)
+    ones = torch.ones(64, 64, device=device)
     index = torch.arange(64, device=device)
-    adjacency = torch.sparse_coo_tensor(torch.stack([index, index.flip(0)]),
-                                        torch.ones(64, device=device), (64, 64),
-                                        check_invariants=False)
-    out = torch.sparse.mm(adjacency, torch.ones(64, 64, device=device) @ weight)
+    coo = torch.sparse_coo_tensor(torch.stack([index, index.flip(0)]),
+                                  torch.ones(64, device=device), (64, 64),
+                                  check_invariants=False)
+    csr = SparseAdjacency(torch.arange(65, device=device), index.flip(0),
+                          torch.ones(64, device=device), (64, 64))
+    hidden = torch.nn.functional.linear(ones, weight, bias)  # addmm with a bias
+    out = aggregate(csr, torch.sparse.mm(coo, ones @ weight) + hidden)
     out.index_add(0, index, out).sum().backward()
+    for dtype in warm_dtypes(device):
+        # The half-precision products themselves, then under autocast (the
+        # amp variant's casts, forward and backward).
+        half_ones, half_weight = ones.to(dtype), weight.detach().to(dtype)
+        torch.nn.functional.linear(half_ones, half_weight, bias.detach().to(dtype))
+        half_ones @ half_weight
+        with torch.autocast(device.type, dtype=dtype):
+            amp_out = torch.nn.functional.linear(ones, weight, bias) @ weight
+        amp_out.float().sum().backward()
     synchronize(device)
     return time.perf_counter() - start
 
