@@ -191,8 +191,14 @@ def warm_dtypes(device: torch.device) -> tuple[torch.dtype, ...]:
     """The half precisions :func:`warm_device` multiplies in on
     :obj:`device`, those ``amp`` can pick: bf16 where the GPU supports it,
     fp16 always; on CPU both (oneDNN's kernels for each)."""
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return (torch.float16,)
+    if device.type == "cuda":
+        # Emulated bf16 counts: amp runs it where --amp-dtype bf16 forces it.
+        # The question is the current device's: the run's is made current.
+        on_device = (torch.cuda.device(device) if device.index is not None
+                     else contextlib.nullcontext())
+        with on_device:
+            if not torch.cuda.is_bf16_supported():
+                return (torch.float16,)
     return (torch.bfloat16, torch.float16)
 
 
