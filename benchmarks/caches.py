@@ -9,6 +9,7 @@ kept in :data:`_RUNS`, built, warmed and batched by
 """
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import torch
@@ -138,25 +139,37 @@ _RUNS: dict[tuple, object] = {}
 
 
 def prepared(cache: dict, key: str, variant_name: str, warm: bool = True,
-             model: str = "gcn"):
+             model: str = "gcn", fixed_batch: bool = False):
     """A :class:`~gnnperf.measure.case.PreparedCase` of :obj:`variant_name` (of
     :obj:`model`) on graph :obj:`key`: one epoch's batches materialised
-    (sampling stays out of the step time) after one warm-up epoch
-    (compilation included), or none when not :obj:`warm`; ``synced_step``
-    steps through them. Kept per process."""
-    ident = (key, variant_name, warm, model)
+    (sampling stays out of the step time), or its first batch alone when
+    :obj:`fixed_batch` (a device peak holds one step's batch, not an
+    epoch's), after one warm-up epoch (compilation included), or none when
+    not :obj:`warm`; ``synced_step`` steps through them. Kept per process.
+    ``held_bytes`` is the device memory allocated once the process's
+    earlier runs were freed and the device warmed, before this build (CUDA;
+    None on CPU): what a device peak is reported above."""
+    ident = (key, variant_name, warm, model, fixed_batch)
     if ident not in _RUNS:
         variant(variant_name)  # n/a where this commit lacks it
         check_model(model, variant_name)
         data = dataset(cache, key)
         _RUNS.clear()
-        warm_device(suite.device())  # the device's first use is no step's cost
+        dev = suite.device()
+        # An earlier run's reference cycles hold its device memory until collected.
+        gc.collect()
+        warm_device(dev)  # the device's first use is no step's cost
+        held = None
+        if dev.type == "cuda":
+            CASES.synchronize(dev)
+            torch.cuda.empty_cache()
+            held = torch.cuda.memory_allocated(dev)
         with unavailable_as_na():
-            _RUNS[ident] = CASES.prepare(case(key, variant_name, 1 if warm else 0, model), data,
-                                         fixed_batch=False)
+            prep = CASES.prepare(case(key, variant_name, 1 if warm else 0, model), data,
+                                 fixed_batch=fixed_batch)
+        prep.held_bytes = held
+        _RUNS[ident] = prep
     return _RUNS[ident]
-
-
 
 
 def timed_epoch(run, dev: torch.device) -> tuple[float, int]:

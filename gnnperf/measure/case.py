@@ -277,6 +277,9 @@ class PreparedCase:
     cursor: int = field(default=0, repr=False)
     warmup_steps: int = 0
     last_loss: Any = field(default=None, repr=False)  # the latest step's, unchecked
+    # Device bytes allocated before the build (CUDA; None where not taken):
+    # what a device peak of its steps is reported above (the asv suite's).
+    held_bytes: int | None = None
 
     @property
     def steps_done(self) -> int:
