@@ -376,48 +376,6 @@ def _may_be_na(name: str, params: dict) -> bool:
     return not torch.cuda.is_available() and any(tag in name for tag in CUDA_ONLY)
 
 
-# A user's graph goes through the same code for every variant: a full-batch
-# and a mini-batch one show it, at a fraction of the whole registry's time.
-VARIANTS_OF_A_GRAPH = "baseline,sampled"
-
-
-def test_user_datasets_show_numbers_or_na(tmp_path):
-    """``GNNPERF_ASV_DATASETS`` with a loadable graph file and a missing one:
-    numbers for the first, n/a (not "failed") for the second."""
-    import torch
-    from torch_geometric.data import Data
-
-    from gnnperf.data import load_dataset
-    head = _git_head()
-    if head is None:
-        pytest.skip("no git history: asv needs --set-commit-hash of a real commit")
-    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3").graph
-    good, missing = tmp_path / "mine.pt", tmp_path / "absent.pt"
-    torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), good)
-    (tmp_path / "asv").mkdir()
-    conf = _temp_conf(tmp_path / "asv")
-    assert _asv(conf, "machine", "--yes").returncode == 0
-    run = _asv(conf, "run", "--quick", "--python=same", "--launch-method", "forkserver",
-               "-b", r"^training\.TrainStep\.time_train_step", "--set-commit-hash", head,
-               GNNPERF_ASV_DATASETS=f"{good},{missing}", GNNPERF_ASV_VARIANTS=VARIANTS_OF_A_GRAPH,
-               GNNPERF_ASV_MODELS="gcn")  # a graph is a model's input like any other: one
-
-    assert run.returncode == 0 and " failed" not in run.stdout, (run.stdout + run.stderr)[-4000:]
-    results_dir = Path(json.loads(conf.read_text())["results_dir"])
-    files = [p for p in results_dir.glob("*/*.json") if p.name != "machine.json"]
-    results = json.loads(files[0].read_text())
-    row = dict(zip(results["result_columns"], results["results"]["training.TrainStep.time_train_step"]))
-    values = dict(zip(itertools.product(*row["params"]), row["result"]))
-    for (dataset, variant, _), value in values.items():
-        assert value is not None, f"{dataset} {variant} failed"
-        if dataset == repr(str(missing)):
-            assert math.isnan(value), f"{dataset} {variant} should be n/a"
-        else:
-            assert value > 0, f"{dataset} {variant} should be a number"
-    assert {d for d, _, _ in values} == {"'cora'", repr(str(good)), repr(str(missing))}
-    assert {v for _, v, _ in values} == {repr(v) for v in VARIANTS_OF_A_GRAPH.split(",")}
-
-
 SPYGLASS_ENV = "GNNPERF_SPYGLASS"
 
 

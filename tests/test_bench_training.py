@@ -46,8 +46,22 @@ def bench_data(request):
     return get
 
 
-@pytest.mark.parametrize("dataset", DATASETS)
-@pytest.mark.parametrize("variant", standard_variants())
+def pytest_generate_tests(metafunc):
+    """Every variant on every dataset when timed; untimed (the ordinary run),
+    a compiled variant on the first dataset only: on the second it compiles
+    the same code for other shapes, a cold compile (10-20 s on a fresh
+    cache) that checks nothing the first one does not."""
+    if metafunc.function.__name__ != "test_train_step":
+        return
+    config = metafunc.config
+    timed = (config.getoption("benchmark_enable", False)
+             or not config.getoption("benchmark_disable", False))
+    combos = [(variant, dataset) for dataset in DATASETS for variant in standard_variants()
+              if timed or "compiled" not in variant.split("+") or dataset == DATASETS[0]]
+    metafunc.parametrize(("variant", "dataset"), combos,
+                         ids=[f"{variant}-{dataset}" for variant, dataset in combos])
+
+
 def test_train_step(benchmark, bench_data, variant, dataset):
     try:
         case = prepare(Case(variant, dataset, device=str(DEVICE), threads=THREADS),

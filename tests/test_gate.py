@@ -331,6 +331,9 @@ def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
 
 
 def test_bisect_by_time_finds_the_slow_commit(throwaway_repo, monkeypatch):
+    """The time search on the real history, each gate timed: the slow commit
+    against its parent (GOOD here), then the confirmation. The search's
+    halving over longer histories is the scripted test's below."""
     repo, git = throwaway_repo
     probed, probe = [], gate.arms.probe
 
@@ -340,13 +343,45 @@ def test_bisect_by_time_finds_the_slow_commit(throwaway_repo, monkeypatch):
     monkeypatch.setattr(gate.arms, "probe", counted)
     case = Case("baseline", SMALL)
     options = gate.GateOptions(processes=3, max_processes=3, rounds=5, threshold=0.1, alpha=0.05)
-    result = gate.bisect(f"HEAD~{COMMITS}", "HEAD", case, "time", str(repo), options)
+    good = f"HEAD~{COMMITS - SLOWDOWN_AT + 1}"
+    result = gate.bisect(good, "HEAD", case, "time", str(repo), options)
     assert result.commit == git("rev-parse", f"HEAD~{COMMITS - SLOWDOWN_AT}")
     assert result.confirmed and result.after > 1.15 * result.before
-    # BAD against GOOD, the midpoint against GOOD, the confirmation.
-    assert [ratio > 1.15 for _, ratio in result.measurements] == [True, False, True], \
+    # BAD against GOOD, then the confirmation of the same pair.
+    assert [ratio > 1.15 for _, ratio in result.measurements] == [True, True], \
         result.measurements
-    assert len(probed) == len(set(probed)) == 3  # each commit probed once
+    assert len(probed) == len(set(probed)) == 2  # each commit probed once
+
+
+def test_the_time_search_halves_then_confirms_against_the_parent(throwaway_repo, monkeypatch):
+    """The search's order of gates on a history where only the last commit is
+    slow: BAD against GOOD, the midpoint against GOOD ("same"), the commit
+    found against its parent. Scripted verdicts: the gate's own timing is
+    the test above's and test_verdicts'."""
+    repo, git = throwaway_repo
+    chain = [git("rev-parse", f"HEAD~{n}") for n in range(COMMITS, -1, -1)]
+    slow = {chain[SLOWDOWN_AT]}
+    gates: list[tuple[str, str]] = []
+
+    def scripted(options, arms, cases, log, probes):
+        base, head = (str(arms[name].tree.name) for name in ("base", "head"))
+        gates.append((base, head))
+        regression = any(c[:12] == head for c in slow) and not any(c[:12] == base for c in slow)
+        verdict = {"case": cases[0].name, "ratio": 1.3 if regression else 1.0,
+                   "p_slower": 0.001 if regression else 0.5,
+                   "verdict": "REGRESSION" if regression else "same",
+                   "base_median_s": 1e-3, "head_median_s": 1.3e-3 if regression else 1e-3,
+                   "pairs": 3}
+        return type("Result", (), {"report": {"time": {"verdicts": [verdict]}}})()
+    monkeypatch.setattr(gate.bisection, "compare_arms", scripted)
+    monkeypatch.setattr(gate.arms, "probe", lambda arm, names=(): gate.ArmProbe(
+        str(arm.tree), arm.tree.name, arm.tree.name, False, "3", sys.executable, "2", "2",
+        ["baseline"], {name: name for name in names}))
+    result = gate.bisect(chain[0], chain[-1], Case("baseline", SMALL), "time", str(repo))
+    short = [c[:12] for c in chain]
+    assert gates == [(short[0], short[2]), (short[0], short[1]), (short[1], short[2])], gates
+    assert result.commit == chain[SLOWDOWN_AT] and result.confirmed
+    assert len(result.measurements) == gate.max_measurements(COMMITS) == 3
 
 
 def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo, capsys):

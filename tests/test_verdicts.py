@@ -336,9 +336,25 @@ def test_asv_turns_only_declared_reasons_into_na(monkeypatch):
         compat.variant("baseline")
 
 
-@pytest.mark.asv
-def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(tmp_path):
+# One asv run (an interpreter per benchmark process, the costly part) serves
+# the two tests below: a broken commit's variants on Cora, and a user's graph
+# files beside it. On one worker, so the run is made once.
+ASV_RUN = pytest.mark.xdist_group("asv-on-a-broken-commit")
+BROKEN_COMMIT_VARIANTS = "baseline,sampled,sparse,amp,cluster"
+
+
+@pytest.fixture(scope="module")
+def asv_on_a_broken_commit(tmp_path_factory) -> dict:
+    """``asv run --quick`` of ``TrainStep.time_train_step`` and
+    ``WorkMetrics.track_aten_ops`` on a commit whose sparse crashes, whose
+    amp turns NaN in a timed step and whose cluster is unavailable (a
+    declared "cannot here"), on Cora, a loadable graph file and a missing
+    one: ``{benchmark: {(dataset, variant): value}}``, the log and the files."""
     pytest.importorskip("asv")
+    from torch_geometric.data import Data
+
+    from gnnperf.data import load_dataset
+    tmp_path = tmp_path_factory.mktemp("asv-broken")
     repo = _repo(tmp_path / "repo", commits=0)
     faults.inject(repo, "crash", "sparse")
     faults.inject(repo, "nan", "amp", 2)  # the step after asv's warm-up epoch: a timed one
@@ -348,14 +364,17 @@ def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
     subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "broken"], check=True, env=env)
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
+    graph = load_dataset("synthetic:nodes=600,degree=4,features=16,classes=3").graph
+    good, missing = tmp_path / "mine.pt", tmp_path / "absent.pt"
+    torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), good)
     from asv.util import load_json
     conf = load_json(str(ROOT / "asv.conf.json"), js_comments=True)
     conf.update(repo=str(repo), benchmark_dir=str(repo / "benchmarks"),
                 env_dir=str(tmp_path / "env"), results_dir=str(tmp_path / "results"),
                 html_dir=str(tmp_path / "html"))
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
-    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick", GNNPERF_ASV_VARIANTS="baseline,sparse,amp,cluster",
-               GNNPERF_ASV_MODELS="gcn",
+    env = dict(os.environ, GNNPERF_ASV_PROFILE="quick", GNNPERF_ASV_VARIANTS=BROKEN_COMMIT_VARIANTS,
+               GNNPERF_ASV_MODELS="gcn", GNNPERF_ASV_DATASETS=f"cora,{good},{missing}",
                ASV_PYTHONPATH=str(repo))  # asv drops PYTHONPATH; this it passes on
     asv = [sys.executable, "-m", "asv", "--config", str(tmp_path / "asv.conf.json")]
     subprocess.run([*asv, "machine", "--yes"], cwd=repo, env=env, check=True,
@@ -369,16 +388,45 @@ def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
     files = [p for p in (tmp_path / "results").glob("*/*.json") if p.name != "machine.json"]
     assert len(files) == 1, log[-4000:]
     results = json.loads(files[0].read_text())
+    values = {}
     for name in ("training.TrainStep.time_train_step", "work_metrics.WorkMetrics.track_aten_ops"):
         row = dict(zip(results["result_columns"], results["results"][name]))
-        values = {combo[1].strip("'"): value  # (dataset, variant[, model])
-                  for combo, value in zip(itertools.product(*row["params"]), row["result"])}
+        values[name] = {(combo[0].strip("'"), combo[1].strip("'")): value  # (dataset, variant[, model])
+                        for combo, value in zip(itertools.product(*row["params"]), row["result"])}
+    return {"values": values, "log": log, "good": str(good), "missing": str(missing)}
+
+
+@pytest.mark.asv
+@ASV_RUN
+def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
+        asv_on_a_broken_commit):
+    log = asv_on_a_broken_commit["log"]
+    for name, by_case in asv_on_a_broken_commit["values"].items():
+        values = {variant: value for (dataset, variant), value in by_case.items()
+                  if dataset == "cora"}
         assert values["baseline"] is not None and values["baseline"] > 0, (name, values)
         assert values["sparse"] is None, (name, values, log[-3000:])  # failed, not n/a (NaN)
         assert math.isnan(values["cluster"]), (name, values)  # n/a: NaN in asv's results
         if name.startswith("training."):
             assert values["amp"] is None, (name, values)
     assert "injected crash" in log and "non-finite loss" in log
+
+
+@pytest.mark.asv
+@ASV_RUN
+def test_user_datasets_show_numbers_or_na(asv_on_a_broken_commit):
+    """``GNNPERF_ASV_DATASETS`` with a loadable graph file and a missing one:
+    numbers for the first, n/a (not "failed") for the second: a graph is a
+    model's input like any other."""
+    good, missing = asv_on_a_broken_commit["good"], asv_on_a_broken_commit["missing"]
+    steps = asv_on_a_broken_commit["values"]["training.TrainStep.time_train_step"]
+    assert {dataset for dataset, _ in steps} == {"cora", good, missing}
+    for variant in ("baseline", "sampled"):  # the sound variants
+        value = steps[(good, variant)]
+        assert value is not None and value > 0, f"{good} {variant} should be a number"
+    for variant in BROKEN_COMMIT_VARIANTS.split(","):
+        value = steps[(missing, variant)]
+        assert value is not None and math.isnan(value), f"{missing} {variant} should be n/a"
 
 
 # --------------------------------------------------------------------- 5. adaptive replicates
