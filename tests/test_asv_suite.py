@@ -206,9 +206,9 @@ def test_asv_check(asv_conf):
     assert "No problems found" in out.stdout
 
 
-# The quick run in two halves, which pytest-xdist runs on its two workers at
-# once: a single run would be the suite's longest test, with the other worker
-# idle at its end; each half is about half of it.
+# The quick run in two halves, one after the other on one pytest-xdist
+# worker (a group), while the other worker runs the rest: no worker waits
+# on the other's environment preparation, and a failing half names its area.
 # The second pattern is the first's complement, so together they run every
 # benchmark once, as one `asv run --quick` does.
 SMOKE_HALVES = {"training": r"^training\.", "other areas": r"^(?!training\.)"}
@@ -315,6 +315,7 @@ def built_env(tmp_path_factory) -> dict:
     return built
 
 
+@pytest.mark.xdist_group("asv-built-environment")
 @pytest.mark.parametrize("half", list(SMOKE_HALVES))
 def test_asv_quick_smoke(tmp_path, half, built_env):
     """``asv run --quick`` as a runner runs it: in asv's own environment
