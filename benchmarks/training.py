@@ -245,7 +245,13 @@ class Headroom(_PerVariant):
     roofs: 100 minus its roofline % (:mod:`gnnperf.measure.roofline`: the time the
     epoch's counted FLOPs and bytes need at the roofs over its median time),
     so a rise is the regression. The work is counted in one untimed epoch;
-    compiled variants count their eager equivalent (the same maths)."""
+    compiled variants count their eager equivalent (the same maths). On a
+    GPU only the device's work is held to its roofs (an offload variant's
+    host work and copies apart); a commit whose work count cannot split
+    them is n/a there."""
+    # 2: on a GPU, device work only, and roofs without launch-bound ladder
+    # points (issue 47).
+    version = "2"
 
     def make(self, cache, dataset, variant):
         roofs = compat.gnnperf_name("measure.roofline.cached_roofs",
@@ -256,7 +262,13 @@ class Headroom(_PerVariant):
         assess = compat.gnnperf_name("measure.roofline.assess", "roofline.assess")
         prep = caches.prepared(cache, dataset, variant, warm=True)
         ops = count_work(lambda: caches.timed_epoch(prep.run, self.device))
-        work = step_work.of(ops, len(prep.batches))
+        if self.device.type == "cpu":
+            work = step_work.of(ops, len(prep.batches))
+        elif hasattr(ops, "places"):  # the device's work apart from the host's
+            work = step_work.of(ops, len(prep.batches), self.device)
+        else:
+            raise NotImplementedError("this commit's work count does not split a GPU step's "
+                                      "device work from its host work")
         seconds = statistics.median(caches.timed_epoch(prep.run, self.device)[0]
                                     for _ in range(PROFILE.throughput_epochs))
         self.headroom_pct = 100.0 - assess(work, seconds, roofs)["roofline_pct"]

@@ -2,6 +2,7 @@
 the roof that applies to a working set, and a run's steps held to them with
 the counting kept out of the timed epochs."""
 import json
+import types
 
 import pytest
 import torch
@@ -210,3 +211,90 @@ def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cor
     monkeypatch.setattr(measure, "_run_epoch", run_epoch)
     measure.measure_variant(get_variant("compiled"), cora_dataset, TrainConfig(epochs=5), "cpu", 3)
     assert regions and regions[0] > 0, "the last timed epoch ran no compiled region"
+
+
+# Issue 47: only the device's work against the device's roofs --------------------
+def test_a_device_step_is_held_to_its_own_work_host_work_and_copies_apart():
+    # "meta" stands for the GPU: an offload step samples and gathers on the
+    # host, copies the batch over, and multiplies on the device. Only the
+    # product counts against the device's roofs; the host's gather and the
+    # copy are reported apart, never added in.
+    table, index = torch.randn(1000, 16), torch.randint(1000, (100,))
+    weight = torch.randn(16, 8, device="meta")
+    device = torch.device("meta")
+
+    def offload_step():
+        rows = torch.index_select(table, 0, index)  # host: the batch's gather
+        return rows.to(device) @ weight  # the copy, then the device's product
+    ops = count_work(offload_step)
+    work = StepWork.of(ops, 1, device)
+    assert work.flops == 2 * 100 * 16 * 8 and work.gather_bytes == 0
+    assert work.bytes_moved == (100 * 16 + 16 * 8 + 100 * 8) * 4  # the product's operands
+    # The device's storages only (meta storages share an address: not summed here).
+    assert 0 < work.working_set_bytes == ops.working_set_on("meta") < ops.working_set_bytes
+    assert work.host_bytes_moved == 100 * 16 * 4 + 100 * 8 + 100 * 16 * 4  # gather: rows, index
+    assert work.host_flops == 0
+    assert work.transfer_bytes == 2 * 100 * 16 * 4  # read on the host, written on the device
+    # A CPU step is all host work: counted whole, nothing apart (n/a, not 0).
+    cpu = StepWork.of(count_work(lambda: torch.index_select(table, 0, index) @ weight.new_ones(
+        16, 8, device="cpu")), 1, torch.device("cpu"))
+    assert cpu.host_bytes_moved is None and cpu.transfer_bytes is None and cpu.flops > 0
+    # The per-step scaling of a run's roofline keeps the figures apart.
+    from gnnperf.measure.runner import VariantResult, with_roofline
+    doubled = StepWork(*(2 * v for v in (work.flops, work.bytes_moved, work.gather_bytes)),
+                       work.working_set_bytes, 2, host_flops=0,
+                       host_bytes_moved=2 * work.host_bytes_moved,
+                       transfer_bytes=2 * work.transfer_bytes)
+    result = types.SimpleNamespace(work=doubled.to_dict(), steps_per_epoch=2, roofline=None,
+                                   epoch_time=types.SimpleNamespace(median=2e-3))
+    with_roofline(result, ROOFS)
+    assert result.roofline["achieved_bytes_per_s"] == pytest.approx(work.bytes_moved / 1e-3)
+    assert result.roofline["excluded"]["transfer_bytes"] == work.transfer_bytes
+
+
+def _fake_ladder(monkeypatch, launch_s: float, seconds_of: dict[int, float]) -> None:
+    """measure_roofs' probes replaced: an empty kernel takes :obj:`launch_s`
+    per call, a ladder point :obj:`seconds_of[size]`."""
+    monkeypatch.setattr(roofline, "_gemm_flops_per_s", lambda *args: 1e12)
+    monkeypatch.setattr(roofline, "_launch_seconds", lambda kind, device, repeats: launch_s)
+
+    def probe(working_set, device, generator, repeats):
+        return working_set / seconds_of[working_set], seconds_of[working_set]
+    monkeypatch.setattr(roofline, "_copy_bytes_per_s", probe)
+    monkeypatch.setattr(roofline, "_gather_bytes_per_s", probe)
+
+
+def test_launch_bound_ladder_points_are_dropped_before_the_roofs_are_made_non_increasing(
+        monkeypatch):
+    # A GPU copies 4 MiB in about a kernel launch: such a point times the
+    # launch, not the memory (4 MiB / 5 us reads as 0.8 TB/s where L2
+    # streams several), and must hold no working set to it. Faked: a 5 us
+    # launch, the 4 and 16 MiB points at it, 64 MiB onwards real.
+    us = 1e-6
+    seconds = {4 * MIB: 5 * us, 16 * MIB: 6 * us, 64 * MIB: 20 * us, 256 * MIB: 90 * us,
+               1024 * MIB: 360 * us}
+    _fake_ladder(monkeypatch, 5 * us, seconds)
+    roofs = roofline.measure_roofs(torch.device("cpu"), ladder=tuple(seconds))
+    assert roofs.launch_s == {"stream": 5 * us, "gather": 5 * us}
+    assert roofs.launch_bound == {"stream": [4 * MIB, 16 * MIB], "gather": [4 * MIB, 16 * MIB]}
+    at_64 = 64 * MIB / (20 * us)
+    # Working sets below the first real point take its roof, not a launch's.
+    for working_set in (MIB, 4 * MIB, 16 * MIB, 64 * MIB):
+        assert roofs.bandwidth("stream", working_set) == pytest.approx(at_64)
+    assert roofs.bandwidth("gather", 4 * MIB) == pytest.approx(at_64)
+    assert "launch-bound" in roofline.format_roofs(roofs)
+    # Round trip through the cache's JSON; a file from before the rule reads as none dropped.
+    again = Roofs.from_dict(json.loads(json.dumps(roofs.to_dict())))
+    assert again == roofs
+    old = {k: v for k, v in roofs.to_dict().items() if k not in ("launch_s", "launch_bound")}
+    assert Roofs.from_dict(json.loads(json.dumps(old))).launch_bound == {}
+
+
+def test_a_ladder_of_launch_bound_points_alone_keeps_its_largest():
+    # Nothing else to go on (a tiny ladder on a fast device): the largest
+    # point stands, the rest dropped.
+    roofs = Roofs("cuda", "test", 1, "x", 1e12, {MIB: 1e9, 4 * MIB: 2e9}, {MIB: 1e9},
+                  1.0, launch_s={"stream": 1e-3, "gather": 1e-3},
+                  launch_bound={"stream": [MIB, 4 * MIB], "gather": [MIB]})
+    assert roofs.bandwidth("stream", MIB) == 2e9
+    assert roofs.bandwidth("gather", 64 * MIB) == 1e9

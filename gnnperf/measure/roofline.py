@@ -13,14 +13,22 @@ times faster on this hardware. Bandwidth depends on where the data lives: the
 roofs are measured over a ladder of working sets (1 MiB, cache-resident, to
 256 MiB, DRAM, on CPU) and a step is held to the roof interpolated at its
 working set (a cache-resident copy or gather runs several times faster than
-one from DRAM), so a cache-resident step is not scored against DRAM.
+one from DRAM), so a cache-resident step is not scored against DRAM. A
+ladder point that takes about as long as an empty kernel (a launch on a
+GPU, a dispatch on CPU) times the launch, not the memory: it is measured,
+marked launch-bound and held to no working set.
+
+Only the work of the device a step runs on is held to that device's roofs:
+on a GPU the host's work (an offload step's sampling and gathers) and the
+copies between host and device are counted apart (:class:`StepWork`), their
+time still in the step's.
 """
 from __future__ import annotations
 
 import json
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -40,6 +48,17 @@ GATHER_ROW_FLOATS = 128
 #: measure in well under a second.
 CPU_GEMM_SIZE, CUDA_GEMM_SIZE = 1024, 8192
 REPEATS = 5
+#: A ladder point taking less than this many empty kernels' time per call is
+#: launch-bound: its time is mostly the launch's (a kernel's own time
+#: overlaps the next launch only once it is longer than one), so its
+#: bandwidth is the launch rate's, not the memory's.
+LAUNCH_BOUND_FACTOR = 3
+#: Empty kernels per timing of the launch latency: back to back, as the
+#: ladder's small points run.
+LAUNCH_CALLS = 1000
+#: The cached roofs' format: 2 marks launch-bound points (a cache file of
+#: an earlier format is measured again).
+ROOFS_FORMAT = 2
 
 
 @dataclass
@@ -58,6 +77,12 @@ class Roofs:
         gather_bytes_per_s (dict): Random-row gather bandwidth (rows of
             :data:`GATHER_ROW_FLOATS` floats, read and written) by working set.
         measured_s (float): What measuring them took.
+        launch_s (dict): Per kind (``stream``, ``gather``), the seconds an
+            empty kernel of it takes per call, back to back (a one-element
+            copy, a one-row gather); empty in roofs measured before it was.
+        launch_bound (dict): Per kind, the ladder sizes whose time was
+            within :data:`LAUNCH_BOUND_FACTOR` launches: kept as measured,
+            used for no working set.
     """
     device: str
     device_name: str
@@ -67,18 +92,23 @@ class Roofs:
     stream_bytes_per_s: dict[int, float]
     gather_bytes_per_s: dict[int, float]
     measured_s: float
+    launch_s: dict[str, float] = field(default_factory=dict)
+    launch_bound: dict[str, list[int]] = field(default_factory=dict)
 
     def bandwidth(self, kind: str, working_set: int) -> float:
         """The ``stream`` or ``gather`` roof for :obj:`working_set` bytes,
         interpolated between the two ladder sizes around it (log-linear in
-        size and bandwidth), the ladder's ends beyond it. The ladder is first
-        made non-increasing (a larger working set is never held to a faster
-        roof than a smaller one), and interpolation, not the nearest step,
-        keeps a roofline % from jumping when a working set crosses a
-        ladder size."""
+        size and bandwidth), the ladder's ends beyond it. Launch-bound
+        points are left out first (the largest point stays if all are), so
+        a working set below the first real point takes that point's roof.
+        The ladder is then made non-increasing (a larger working set is
+        never held to a faster roof than a smaller one), and interpolation,
+        not the nearest step, keeps a roofline % from jumping when a working
+        set crosses a ladder size."""
         import math
         ladder = self.stream_bytes_per_s if kind == "stream" else self.gather_bytes_per_s
-        sizes = sorted(ladder)
+        dropped = set(self.launch_bound.get(kind, ()))
+        sizes = sorted(size for size in ladder if size not in dropped) or [max(ladder)]
         roofs, best = [], 0.0
         for size in reversed(sizes):
             best = max(best, ladder[size])
@@ -100,6 +130,8 @@ class Roofs:
         payload = dict(payload)
         for key in ("stream_bytes_per_s", "gather_bytes_per_s"):  # JSON keys are strings
             payload[key] = {int(size): float(value) for size, value in payload[key].items()}
+        payload["launch_bound"] = {kind: [int(size) for size in sizes]
+                                   for kind, sizes in payload.get("launch_bound", {}).items()}
         return cls(**payload)
 
 
@@ -132,25 +164,44 @@ def _gemm_flops_per_s(size: int, device: torch.device, generator: torch.Generato
 
 
 def _copy_bytes_per_s(working_set: int, device: torch.device, generator: torch.Generator,
-                      repeats: int) -> float:
+                      repeats: int) -> tuple[float, float]:
+    """Copy bandwidth at :obj:`working_set` and the seconds of one copy."""
     # Constant values: copies and gathers do not look at them, and drawing
     # 128 MiB of random floats would take longer than the measurement.
     source = torch.full((working_set // 2 // 4,), 0.5, device=device)
     target = torch.empty_like(source)
-    return 2 * source.numel() * 4 / _best_seconds(lambda: target.copy_(source), device, repeats,
-                                                  _calls(working_set, device))
+    seconds = _best_seconds(lambda: target.copy_(source), device, repeats,
+                            _calls(working_set, device))
+    return 2 * source.numel() * 4 / seconds, seconds
 
 
 def _gather_bytes_per_s(working_set: int, device: torch.device, generator: torch.Generator,
-                        repeats: int) -> float:
+                        repeats: int) -> tuple[float, float]:
+    """Gather bandwidth at :obj:`working_set` and the seconds of one gather."""
     # Half the working set is the table, half the gathered rows.
     rows = max(working_set // 2 // 4 // GATHER_ROW_FLOATS, 1)
     table = torch.full((rows, GATHER_ROW_FLOATS), 0.5, device=device)
     index = torch.randint(rows, (rows,), device=device, generator=generator)
     gathered = torch.empty_like(table)
     moved = 2 * table.numel() * 4 + index.numel() * index.element_size()
-    return moved / _best_seconds(lambda: torch.index_select(table, 0, index, out=gathered),
-                                 device, repeats, _calls(working_set, device))
+    seconds = _best_seconds(lambda: torch.index_select(table, 0, index, out=gathered),
+                            device, repeats, _calls(working_set, device))
+    return moved / seconds, seconds
+
+
+def _launch_seconds(kind: str, device: torch.device, repeats: int) -> float:
+    """Seconds per call of an empty kernel of :obj:`kind` (a one-element
+    copy for ``stream``, a one-row gather for ``gather``), run back to back
+    as the ladder's points are: the floor under any point's time."""
+    if kind == "stream":
+        source = torch.full((1,), 0.5, device=device)
+        target = torch.empty_like(source)
+        return _best_seconds(lambda: target.copy_(source), device, repeats, LAUNCH_CALLS)
+    table = torch.full((1, GATHER_ROW_FLOATS), 0.5, device=device)
+    index = torch.zeros(1, dtype=torch.long, device=device)
+    gathered = torch.empty_like(table)
+    return _best_seconds(lambda: torch.index_select(table, 0, index, out=gathered), device,
+                         repeats, LAUNCH_CALLS)
 
 
 def measure_roofs(device: torch.device, ladder: tuple[int, ...] | None = None,
@@ -163,18 +214,27 @@ def measure_roofs(device: torch.device, ladder: tuple[int, ...] | None = None,
     start = time.perf_counter()
     generator = torch.Generator(device=device).manual_seed(0)
     peak = _gemm_flops_per_s(size, device, generator, repeats)
-    stream = {working_set: _copy_bytes_per_s(working_set, device, generator, repeats)
-              for working_set in ladder}
-    gather = {working_set: _gather_bytes_per_s(working_set, device, generator, repeats)
-              for working_set in ladder}
+    probes = {"stream": _copy_bytes_per_s, "gather": _gather_bytes_per_s}
+    bandwidths, launch_s, launch_bound = {}, {}, {}
+    for kind, probe in probes.items():
+        launch_s[kind] = _launch_seconds(kind, device, repeats)
+        measured = {working_set: probe(working_set, device, generator, repeats)
+                    for working_set in ladder}
+        bandwidths[kind] = {working_set: bandwidth
+                            for working_set, (bandwidth, _) in measured.items()}
+        launch_bound[kind] = sorted(
+            working_set for working_set, (_, seconds) in measured.items()
+            if seconds < LAUNCH_BOUND_FACTOR * launch_s[kind])
     return Roofs(str(device), device_name(device), torch.get_num_threads(), torch.__version__,
-                 peak, stream, gather, time.perf_counter() - start)
+                 peak, bandwidths["stream"], bandwidths["gather"], time.perf_counter() - start,
+                 launch_s, launch_bound)
 
 
 def _cache_file(device: torch.device) -> Path:
     from gnnperf.data import cache_dir
     from gnnperf.fingerprint import device_name
-    key = f"{device_name(device)}-{device.type}-t{torch.get_num_threads()}-torch{torch.__version__}"
+    key = (f"{device_name(device)}-{device.type}-t{torch.get_num_threads()}"
+           f"-torch{torch.__version__}-v{ROOFS_FORMAT}")
     return cache_dir() / "roofs" / (re.sub(r"[^A-Za-z0-9.+-]+", "_", key) + ".json")
 
 
@@ -195,21 +255,52 @@ def cached_roofs(device: torch.device, refresh: bool = False) -> Roofs:
     return cached(_cache_file(device), load, build, f"roofs of {device}", refresh=refresh)
 
 
+#: Why a GPU step's host work and copies are not held to the GPU's roofs.
+EXCLUDED_REASON = ("host work (sampling, gathers, pinning) runs against the host's roofs and "
+                   "host-device copies against the link's, not the GPU's: counted apart, their "
+                   "time still in the step's")
+
+
 @dataclass
 class StepWork:
-    """The counted work of one epoch (:class:`~gnnperf.measure.workcount.OpCounter`):
-    roofline FLOPs, bytes moved, the indexed ops' share of them, the working
-    set, and the steps it covered."""
+    """The counted work of one epoch (:class:`~gnnperf.measure.workcount.OpCounter`)
+    on the device the steps run on: roofline FLOPs, bytes moved, the indexed
+    ops' share of them, the working set, and the steps it covered. Off the
+    CPU, what is not the device's is counted apart (:data:`EXCLUDED_REASON`):
+    the host's FLOPs and bytes moved, and the bytes copied between host and
+    device; :obj:`None` for a CPU step, all of whose work is the host's."""
     flops: int
     bytes_moved: int
     gather_bytes: int
     working_set_bytes: int
     steps: int
+    host_flops: int | None = None
+    host_bytes_moved: int | None = None
+    transfer_bytes: int | None = None
 
     @classmethod
-    def of(cls, ops, steps: int) -> "StepWork":
-        """What an :class:`~gnnperf.measure.workcount.OpCounter` counted over :obj:`steps` steps."""
-        return cls(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, steps)
+    def of(cls, ops, steps: int, device: torch.device | str | None = None) -> "StepWork":
+        """What an :class:`~gnnperf.measure.workcount.OpCounter` counted over
+        :obj:`steps` steps run on :obj:`device` (``None``: the CPU)."""
+        kind = torch.device(device).type if device is not None else "cpu"
+        if kind == "cpu":
+            return cls(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, steps)
+        from gnnperf.measure.workcount import TRANSFER, PlaceWork
+        none = PlaceWork()
+        on_device, host = ops.places.get(kind, none), ops.places.get("cpu", none)
+        return cls(on_device.flops, on_device.bytes_moved, on_device.gather_bytes,
+                   ops.working_set_on(kind), steps, host_flops=host.flops,
+                   host_bytes_moved=host.bytes_moved,
+                   transfer_bytes=ops.places.get(TRANSFER, none).bytes_moved)
+
+    def per_step(self) -> "StepWork":
+        """One step's share of each counted figure (the working set is one
+        step's already)."""
+        def share(value: int | None) -> int | None:
+            return None if value is None else round(value / self.steps)
+        return StepWork(share(self.flops), share(self.bytes_moved), share(self.gather_bytes),
+                        self.working_set_bytes, 1, share(self.host_flops),
+                        share(self.host_bytes_moved), share(self.transfer_bytes))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -230,7 +321,7 @@ def assess(work: StepWork, seconds: float, roofs: Roofs) -> dict:
     bound_s = max(compute_s, stream_s + gather_s)
     bound = "compute" if compute_s >= stream_s + gather_s else (
         "gather" if gather_s >= stream_s else "stream")
-    return {
+    figures = {
         "intensity_flop_per_byte": work.flops / work.bytes_moved,
         "achieved_flops_per_s": work.flops / seconds,
         "achieved_bytes_per_s": work.bytes_moved / seconds,
@@ -241,20 +332,32 @@ def assess(work: StepWork, seconds: float, roofs: Roofs) -> dict:
         "bound": bound,
         "roofline_pct": 100 * bound_s / seconds,
     }
+    if work.host_bytes_moved is not None:
+        figures["excluded"] = {"host_flops": work.host_flops,
+                               "host_bytes_moved": work.host_bytes_moved,
+                               "transfer_bytes": work.transfer_bytes, "reason": EXCLUDED_REASON}
+    return figures
 
 
 def format_roofs(roofs: Roofs) -> str:
     """The roofs as lines for ``gnnperf roofs``."""
-    def ladder(values: dict[int, float]) -> str:
-        return ", ".join(f"{size / MIB:g} MiB {value / 1e9:.1f}" for size, value in
-                         sorted(values.items()))
-    return "\n".join([
+    def ladder(kind: str, values: dict[int, float]) -> str:
+        dropped = set(roofs.launch_bound.get(kind, ()))
+        return ", ".join(f"{size / MIB:g} MiB {value / 1e9:.1f}"
+                         + (" (launch-bound, unused)" if size in dropped else "")
+                         for size, value in sorted(values.items()))
+    lines = [
         f"{roofs.device} ({roofs.device_name}), {roofs.threads} thread(s), torch {roofs.torch}",
         f"peak fp32 GEMM: {roofs.peak_flops_per_s / 1e9:.1f} GFLOP/s",
-        f"stream copy GB/s by working set: {ladder(roofs.stream_bytes_per_s)}",
-        f"random-row gather GB/s by working set: {ladder(roofs.gather_bytes_per_s)}",
-    ])
+        f"stream copy GB/s by working set: {ladder('stream', roofs.stream_bytes_per_s)}",
+        f"random-row gather GB/s by working set: {ladder('gather', roofs.gather_bytes_per_s)}",
+    ]
+    if roofs.launch_s:
+        lines.append("empty kernel per call: " + ", ".join(
+            f"{kind} {seconds * 1e6:.1f} us" for kind, seconds in roofs.launch_s.items())
+            + f" (a point under {LAUNCH_BOUND_FACTOR} of them is launch-bound)")
+    return "\n".join(lines)
 
 
-__all__ = ["CPU_LADDER", "CUDA_LADDER", "Roofs", "StepWork", "assess", "cached_roofs",
-           "format_roofs", "measure_roofs"]
+__all__ = ["CPU_LADDER", "CUDA_LADDER", "EXCLUDED_REASON", "LAUNCH_BOUND_FACTOR", "Roofs",
+           "StepWork", "assess", "cached_roofs", "format_roofs", "measure_roofs"]

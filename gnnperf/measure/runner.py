@@ -495,7 +495,7 @@ def _counted_epoch(run: TrainingRun, counter: _EpochCounter,
     steps_before = counter.steps
     with eager_counting(OpCounter()) as ops:
         _run_epoch(run, counter, timeline=timeline)
-    return StepWork.of(ops, counter.steps - steps_before)
+    return StepWork.of(ops, counter.steps - steps_before, run.device)
 
 
 def with_roofline(result: VariantResult, roofs) -> VariantResult:
@@ -504,13 +504,10 @@ def with_roofline(result: VariantResult, roofs) -> VariantResult:
     ratio; left :obj:`None` where no work was counted."""
     from gnnperf.measure.roofline import assess
     if result.work and result.work["bytes_moved"] > 0:
-        work = StepWork(**result.work)
         # The counted epoch's steps can differ from a steady one's (a sampled
         # epoch's last batch): both are scaled to one step.
         per_step = result.epoch_time.median / result.steps_per_epoch
-        scaled = StepWork(*(round(v / work.steps) for v in (
-            work.flops, work.bytes_moved, work.gather_bytes)), work.working_set_bytes, 1)
-        result.roofline = assess(scaled, per_step, roofs)
+        result.roofline = assess(StepWork(**result.work).per_step(), per_step, roofs)
     return result
 
 
@@ -602,7 +599,7 @@ def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
         from gnnperf.measure.roofline import assess
         from gnnperf.measure.workcount import count_work
         # The first batch of a fresh pass: a full one (a pass's last can be short).
-        work = StepWork.of(count_work(lambda: next(iter(loader))), 1)
+        work = StepWork.of(count_work(lambda: next(iter(loader))), 1, device)
         median_s = result.loader_batch_ms.median / 1e3
         result.loader_work = work.to_dict()
         result.loader_roofline = assess(work, median_s, roofs)

@@ -255,17 +255,48 @@ def op_traffic(name: str, func, args, kwargs, out) -> int:
     return sum(in_bytes) + out_bytes
 
 
+#: Where :func:`op_place` puts an op whose tensors live on more than one
+#: device: a copy between them (host to GPU and back), bound by the link
+#: between the devices, not by either device's memory.
+TRANSFER = "transfer"
+
+
+def op_place(tensors: list[torch.Tensor]) -> str:
+    """Where an op with :obj:`tensors` (its arguments and results) runs: the
+    device type they all live on (``cpu``, ``cuda``; 0-dim tensors aside,
+    which a kernel on another device takes as a scalar), or
+    :data:`TRANSFER` when they live on more than one."""
+    kinds = {t.device.type for t in tensors if t.dim() > 0} or \
+        {t.device.type for t in tensors}
+    if len(kinds) > 1:
+        return TRANSFER
+    return kinds.pop() if kinds else "cpu"  # no tensor at all: host bookkeeping
+
+
+@dataclass
+class PlaceWork:
+    """What an :class:`OpCounter` counted on one device type (or in
+    copies between devices): roofline FLOPs, bytes moved and the indexed
+    ops' share of them."""
+    flops: int = 0
+    bytes_moved: int = 0
+    gather_bytes: int = 0
+
+
 class OpCounter(TorchDispatchMode):
     """Counts ATen operator calls by overload packet (``aten.mm``, ...) and,
     in the same pass, the bytes they move (:func:`op_traffic`; the indexed
     ops' share in :attr:`gather_bytes`), their roofline FLOPs
     (:func:`op_flops`) and the distinct storage bytes they touch
-    (:attr:`working_set_bytes`, which picks the bandwidth roof that applies)."""
+    (:attr:`working_set_bytes`, which picks the bandwidth roof that applies).
+    The same figures per place (:func:`op_place`) in :attr:`places`: a GPU
+    step's device work apart from its host work and its copies."""
 
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
         self.bytes_moved = self.gather_bytes = self.flops = 0
+        self.places: dict[str, PlaceWork] = {}
         self._storages: dict[tuple[str, int], int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -273,12 +304,18 @@ class OpCounter(TorchDispatchMode):
         name = str(func.overloadpacket)
         self.counts[name] += 1
         out = func(*args, **kwargs)
+        tensors = _tensors((args, kwargs, out))
+        place = self.places.setdefault(op_place(tensors), PlaceWork())
         moved = op_traffic(name, func, args, kwargs, out)
+        flops = op_flops(name, func, args, kwargs, out)
         self.bytes_moved += moved
+        place.bytes_moved += moved
         if name in INDEXED_OPS or (name in _PRODUCTS and _sparse_operand(args) is not None):
             self.gather_bytes += moved
-        self.flops += op_flops(name, func, args, kwargs, out)
-        for tensor in _tensors((args, kwargs, out)):
+            place.gather_bytes += moved
+        self.flops += flops
+        place.flops += flops
+        for tensor in tensors:
             if tensor.layout == torch.strided and tensor.numel():
                 storage = tensor.untyped_storage()
                 key = (str(tensor.device), storage.data_ptr())
@@ -294,6 +331,11 @@ class OpCounter(TorchDispatchMode):
         """Bytes of the distinct storages the ops touched (a freed block
         reused at the same address counts once)."""
         return sum(self._storages.values())
+
+    def working_set_on(self, device_type: str) -> int:
+        """:attr:`working_set_bytes` of the storages on :obj:`device_type`'s devices."""
+        return sum(nbytes for (device, _), nbytes in self._storages.items()
+                   if torch.device(device).type == device_type)
 
 
 @contextlib.contextmanager
@@ -468,6 +510,7 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
             if base.get(name) != head.get(name)]
 
 
-__all__ = ["EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "ProfiledWork", "WorkMetrics",
-           "compare_exact", "count_flops", "count_ops", "count_work", "eager_counting", "op_flops", "op_traffic",
-           "tensor_bytes", "measure_work", "profile_work", "work_metrics"]
+__all__ = ["EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "PlaceWork", "ProfiledWork", "TRANSFER",
+           "WorkMetrics", "compare_exact", "count_flops", "count_ops", "count_work",
+           "eager_counting", "measure_work", "op_flops", "op_place", "op_traffic",
+           "profile_work", "tensor_bytes", "work_metrics"]
