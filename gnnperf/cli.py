@@ -109,9 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seed of the weights, dropout, sampling and synthetic graphs")
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
-    run.add_argument("--world-size", type=int, default=1,
-                     help="ddp variants: local ranks to launch (default: 1; under torchrun "
-                          "its world is used instead)")
+    run.add_argument("--world-size", type=int, default=None,
+                     help="ddp variants: local ranks to launch, each a process in one group "
+                          "(NCCL on CUDA: 1 is a real one-GPU group); without it they train in "
+                          "this process as a world of one (gloo, in-process); under torchrun "
+                          "its world is used instead")
     run.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"],
                      help="ddp process-group backend (auto: NCCL on CUDA, gloo on CPU; "
                           "default: %(default)s)")
@@ -230,9 +232,9 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     _check_output(args.json, "--json")
     _check_output(args.plot, "--plot")
     _check_output(args.timeline, "--timeline")
-    if args.world_size < 1:
+    if args.world_size is not None and args.world_size < 1:
         raise GnnperfError(f"--world-size must be >= 1, got {args.world_size}")
-    if args.world_size > 1 and not any(spec.data_parallel for spec in specs):
+    if args.world_size is not None and not any(spec.data_parallel for spec in specs):
         names = ",".join(spec.name for spec in specs)
         raise GnnperfError(f"--world-size {args.world_size} applies to ddp variants and none is "
                            f"given; add one (e.g. --variants {names},ddp) or drop --world-size")
@@ -331,7 +333,7 @@ def _join_world(args: argparse.Namespace) -> tuple[object, str, bool, bool]:
     from gnnperf.measure.runner import resolve_device
 
     torchrun = distributed.launched_by_torchrun()
-    if torchrun and args.world_size > 1:
+    if torchrun and args.world_size is not None:
         raise GnnperfError("under torchrun the world is torchrun's: drop --world-size")
     device = resolve_device(args.device)
     backend = distributed.resolve_backend(args.backend, device)
@@ -348,7 +350,7 @@ def _join_world(args: argparse.Namespace) -> tuple[object, str, bool, bool]:
 
 class _PairMeasurer:
     """Measures one (model, variant) pair of a run: in this process, or a
-    ddp variant with ``--world-size`` > 1 in local ranks. Those measure every
+    ddp variant with ``--world-size`` (1 too) in local ranks. Those measure every
     ddp variant of a model in one launch (a launch costs seconds); if that
     launch fails, each variant gets its own
     (:func:`gnnperf.distributed.measure_each_data_parallel`), so one failing
@@ -364,7 +366,9 @@ class _PairMeasurer:
         from gnnperf import distributed
         from gnnperf.measure.runner import measure_variant
         args = self.args
-        if variant.data_parallel and args.world_size > 1:  # local ranks
+        # Local ranks, one as well: a launched rank of one is the path a
+        # one-GPU machine can check (its own process, set_device, NCCL).
+        if variant.data_parallel and args.world_size is not None:
             model = config.model
             if model not in self.launched:  # the model's first ddp variant: all of them
                 # Local ranks share this machine's threads; a ddp variant
@@ -399,7 +403,7 @@ def _run_metadata(args: argparse.Namespace, plan, dataset, device, tuned: bool, 
     # Measured once per device, thread count and torch, then cached.
     roofs = cached_roofs(device)
     env["roofs"] = roofs.to_dict()
-    world = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
+    world = int(os.environ["WORLD_SIZE"]) if torchrun else (args.world_size or 1)
     # The models are listed apart ("models"); each result names its own.
     run_config = {**{k: v for k, v in asdict(plan.config).items() if k != "model"},
                   "dataset": dataset.name, "warmup_epochs": args.warmup,

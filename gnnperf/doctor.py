@@ -24,6 +24,15 @@ OPTIONAL = {
     "ogb": "ogbn-* datasets",
     "asv": "the asv benchmark suite",
 }
+# What a technique needs beyond gnnperf's own dependencies (import names):
+# the one declaration the n/a rules read (:func:`declared_na`). A variant's
+# n/a is accepted only where one of its techniques needs a package that is
+# in fact missing here, and its reason names it.
+TECHNIQUE_PACKAGES: dict[str, tuple[str, ...]] = {"cluster": ("pymetis",)}
+# The asv benchmarks (class names) that need a package no variant does.
+BENCHMARK_PACKAGES: dict[str, tuple[str, ...]] = {"OffloadGpuIdle": ("pynvml",)}
+# What pip installs for an import name, where the two differ (a reason may name either).
+DISTRIBUTIONS = {"pynvml": "nvidia-ml-py", "pyg_lib": "pyg-lib", "torch_sparse": "torch-sparse"}
 EPOCHS = 6
 # The first epoch, the one whose work the roofline counts, the memory one.
 WARMUP_EPOCHS = 3
@@ -149,8 +158,11 @@ class Doctor:
                                          TrainConfig(epochs=EPOCHS, model=model),
                                          self.device, warmup_epochs=WARMUP_EPOCHS)
             except GnnperfError as exc:  # a non-finite loss names its step here
-                checks.append(Check(f"train {label}", SKIP if is_unavailable(exc) else FAIL,
-                                    reason=str(exc)))
+                # n/a only for what the variant declares and this machine lacks.
+                problem = (declared_na(label, str(exc), self.device) if is_unavailable(exc)
+                           else str(exc))
+                checks.append(Check(f"train {label}", FAIL if problem else SKIP,
+                                    reason=problem or str(exc)))
                 continue
             self.trained[label] = result
             check = variant_figures(result, self.device)
@@ -369,24 +381,25 @@ class Doctor:
                      f"{util.get('samples', 0)} samples in {figures['window_s']:.1f} s")
 
     def ddp_nccl(self) -> Check:
-        """``ddp`` on two GPUs over NCCL: the ranks agree, and the all-reduce
-        share of the epoch is a number between 0 and 1."""
-        name = "ddp on NCCL, 2 GPUs"
+        """``ddp`` over NCCL on two GPUs, or on one in a group of one rank
+        (launched all the same: its own process, ``set_device``, NCCL's set-up
+        and the event-timed all-reduce all run): the all-reduce share of the
+        epoch is a number between 0 and 1."""
+        name = "ddp on NCCL"
         skip = self._cuda_only(name)
         if skip:
             return skip
-        if torch.cuda.device_count() < 2:
-            return Check(name, SKIP, reason=f"needs 2 GPUs; this machine has "
-                                            f"{torch.cuda.device_count()}")
+        world = min(2, torch.cuda.device_count())
         from gnnperf.distributed import measure_data_parallel
         from gnnperf.variants import TrainConfig, get_variant
-        result = measure_data_parallel(get_variant("ddp"), 2, self.cora, TrainConfig(epochs=EPOCHS),
-                                       str(self.device.type), 2, 1, backend="nccl",
-                                       one_rank_epoch_s=0.0)
+        result = measure_data_parallel(get_variant("ddp"), world, self.cora,
+                                       TrainConfig(epochs=EPOCHS), str(self.device.type), 2, 1,
+                                       backend="nccl", one_rank_epoch_s=0.0)
         share = result.extra.get("allreduce_share")
         ok = share is not None and 0 < share < 1
         return Check(name, PASS if ok else FAIL,
-                     f"all-reduce {result.extra.get('allreduce_ms_per_step', float('nan')):.3f} "
+                     f"{world} rank(s): all-reduce "
+                     f"{result.extra.get('allreduce_ms_per_step', float('nan')):.3f} "
                      f"ms a step, {'n/a' if share is None else f'{share:.0%}'} of the epoch")
 
     def asv_cuda(self) -> Check:
@@ -411,7 +424,7 @@ class Doctor:
                                "spawn", "-b", "track_cuda", "--set-commit-hash", head],
                               cwd=self.root, capture_output=True, text=True,
                               timeout=ASV_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        status, figure, reason = judge_asv_run(proc, self.root, head)
+        status, figure, reason = judge_asv_run(proc, self.root, head, self.device)
         return Check("asv CUDA benchmarks give numbers", status, figure, reason=reason)
 
     def peak_memory(self) -> Check:
@@ -431,53 +444,149 @@ class Doctor:
                      f"(tolerance {PEAK_TOLERANCE:.0%})")
 
 
-# What the asv suite's CUDA benchmarks may lack for a declared reason: the
-# cluster variants' METIS partition (the only optional part they use).
-ASV_OPTIONAL = ("pymetis",)
+def importable(name: str) -> bool:
+    """Whether :obj:`name` can be imported here (found on the path: what
+    the n/a rules ask; the stack check of ``tools/gpu_check.sh`` imports it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package that fails, a broken spec
+        return False
 
 
-def asv_results(root: Path, commit: str) -> dict[str, int]:
-    """Numbers, n/a and failed values in asv's results of :obj:`commit`
-    (every machine's file of it under the config's ``results_dir``)."""
+def _named(package: str, reason: str) -> bool:
+    reason = reason.lower()
+    return package.lower() in reason or DISTRIBUTIONS.get(package, package).lower() in reason
+
+
+def declared_na(label: str, reason: str, device: torch.device | str,
+                finder: Callable[[str], bool] | None = None) -> str:
+    """"" when the n/a of :obj:`label` (``variant`` or ``variant [model]``,
+    as ``gnnperf run`` names its rows) is a declared "cannot here" that holds
+    on this machine; else the problem, one line. Declared: a pair the
+    registry says cannot combine (:meth:`Variant.cannot_run_with`), a
+    package one of its techniques needs (:data:`TECHNIQUE_PACKAGES`) that
+    :obj:`finder` cannot find and the reason names, or what a technique
+    itself says it cannot do on :obj:`device` here (``unavailable_on``:
+    ``compiled`` on a CPU without a C++ compiler). A reason that merely
+    mentions an install is none of these."""
+    finder = finder or importable
+    from gnnperf.errors import GnnperfError
+    from gnnperf.measure.runner import label_parts
+    from gnnperf.models import get_model
+    from gnnperf.variants import get_variant
+    name, model = label_parts(label)
+    try:
+        spec = get_variant(name)
+        if spec.cannot_run_with(get_model(model)):
+            return ""
+    except GnnperfError as exc:  # a name this registry does not know
+        return f"{label} n/a: {reason} ({exc})"
+    needs = [package for technique in spec.techniques
+             for package in TECHNIQUE_PACKAGES.get(technique.name, ())]
+    if any(not finder(package) and _named(package, reason) for package in needs):
+        return ""
+    device = torch.device(device)
+    if any(why and why in reason for why in (t.unavailable_on(device) for t in spec.techniques)):
+        return ""
+    missing = [package for package in needs if not finder(package)]
+    declared = (f"it needs {', '.join(needs)}, " + (f"{', '.join(missing)} missing but not named"
+                                                     if missing else "all importable here")
+                if needs else f"{name} declares no package it needs")
+    return f"{label} n/a: {reason} (not a declared n/a here: {declared})"
+
+
+def asv_results(root: Path, commit: str) -> dict:
+    """Numbers and failed values in asv's results of :obj:`commit` (every
+    machine's file of it under the config's ``results_dir``), and each n/a
+    as ``(benchmark, its parameter values)``."""
+    import ast
+    import itertools
     import json
     config = json.loads((root / "asv.conf.json").read_text())
-    counts = {"numbers": 0, "n/a": 0, "failed": 0}
+    counts: dict = {"numbers": 0, "failed": 0, "n/a": []}
     for path in (root / config.get("results_dir", ".asv/results")).glob(f"*/{commit[:8]}*.json"):
         results = json.loads(path.read_text())
         columns = results.get("result_columns", ["result"])
-        for row in results.get("results", {}).values():
-            values = dict(zip(columns, row)).get("result") or [None]
-            for value in values:
+        for benchmark, row in results.get("results", {}).items():
+            fields = dict(zip(columns, row))
+            values = fields.get("result") or [None]
+            # asv lists a parameterised benchmark's values in the order of the
+            # product of its parameters' values (each a repr).
+            combos = list(itertools.product(*(fields.get("params") or [])))
+            for index, value in enumerate(values):
                 if value is None:
                     counts["failed"] += 1
                 elif isinstance(value, float) and math.isnan(value):
-                    counts["n/a"] += 1
+                    params = combos[index] if index < len(combos) else ()
+                    counts["n/a"].append((benchmark, tuple(_literal(p, ast) for p in params)))
                 else:
                     counts["numbers"] += 1
     return counts
 
 
-def judge_asv_run(proc, root: Path, commit: str) -> tuple[str, str, str]:
+def _literal(text: str, ast):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def asv_na_problem(benchmark: str, params: tuple, device: torch.device | str,
+                   finder: Callable[[str], bool] | None = None) -> str:
+    """"" when an asv n/a is declared and holds here: its benchmark class
+    needs a missing package (:data:`BENCHMARK_PACKAGES`), or its variant
+    (and model) parameters make a pair :func:`declared_na` accepts for a
+    missing package or one that cannot combine; else the problem. asv keeps
+    no reason with an n/a, so the reason is taken as naming the package."""
+    finder = finder or importable
+    from gnnperf.errors import GnnperfError
+    from gnnperf.models import MODELS
+    from gnnperf.variants import get_variant
+    label = f"{benchmark}({', '.join(map(str, params))})"
+    owner = benchmark.split(".")[-2] if benchmark.count(".") >= 2 else ""
+    if any(not finder(package) for package in BENCHMARK_PACKAGES.get(owner, ())):
+        return ""
+    names = [p for p in params if isinstance(p, str)]
+    models = [p for p in names if p in MODELS]
+    for variant in names:
+        try:
+            get_variant(variant)
+        except GnnperfError:
+            continue
+        row = f"{variant} [{models[0]}]" if models else variant
+        packages = " ".join(p for t in get_variant(variant).techniques
+                            for p in TECHNIQUE_PACKAGES.get(t.name, ()))
+        if not declared_na(row, f"needs {packages}" if packages else "", device, finder):
+            return ""
+    return f"{label} n/a with everything it declares present"
+
+
+def judge_asv_run(proc, root: Path, commit: str, device: torch.device | str = "cuda",
+                  finder: Callable[[str], bool] | None = None) -> tuple[str, str, str]:
     """Status, figure and reason of an ``asv run`` of the CUDA benchmarks:
-    a pass needs exit 0, no failed benchmark, at least one number, and n/a
-    only where an optional part the suite's CUDA benchmarks use is missing
-    (:data:`ASV_OPTIONAL`, named)."""
+    a pass needs exit 0, no failed benchmark, at least one number, and each
+    n/a declared and true here (:func:`asv_na_problem`)."""
+    finder = finder or importable
     counts = asv_results(root, commit)
-    missing = [f"{name} ({OPTIONAL[name]})" for name in ASV_OPTIONAL
-               if importlib.util.find_spec(name) is None]
+    na = counts["n/a"]
     figure = (f"asv run --quick: exit {proc.returncode}; {counts['numbers']} numbers, "
-              f"{counts['n/a']} n/a, {counts['failed']} failed")
+              f"{len(na)} n/a, {counts['failed']} failed")
     problems = []
     if proc.returncode != 0 or counts["failed"] or " failed" in proc.stdout:
         problems.append(proc.stdout[-300:].strip())
     if not counts["numbers"]:
         problems.append("no benchmark gave a number")
-    if counts["n/a"] and not missing:
-        problems.append(f"{counts['n/a']} n/a with every optional part installed")
+    wrong = [problem for problem in (asv_na_problem(b, p, device, finder) for b, p in na)
+             if problem]
+    problems += wrong[:5] + ([f"and {len(wrong) - 5} more n/a like these"]
+                             if len(wrong) > 5 else [])
     if problems:
         return FAIL, figure, "; ".join(problems)
-    return PASS, figure, (f"n/a allowed, missing: {'; '.join(missing)}"
-                          if counts["n/a"] else "")
+    missing = sorted({package for packages in (*TECHNIQUE_PACKAGES.values(),
+                                               *BENCHMARK_PACKAGES.values())
+                      for package in packages if not finder(package)})
+    return PASS, figure, (f"{len(na)} n/a, each declared: missing {', '.join(missing)}"
+                          if na else "")
 
 
 def variant_figures(result, device: torch.device) -> Check:

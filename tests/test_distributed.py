@@ -251,8 +251,9 @@ def _two_ranks(tmp_path, variant: str, epochs: int):
     return proc, json.loads(out.read_text())["results"][0]
 
 
-# Two ranks' world size, scaling efficiency and all-reduce share through
-# `gnnperf run --world-size 2`: tests/test_gpu_check.py (its ddp step).
+# The one-rank path (`gnnperf run --world-size 1`, a launched group of one:
+# NCCL on one GPU, gloo on CPU) runs for real in tests/test_gpu_check.py (its
+# ddp step).
 
 
 @TWO_RANKS
@@ -260,10 +261,18 @@ def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
     # Each rank pre-samples on its own (seed + rank) until 99.9% of the edges
     # were drawn, so their pre-sample counts may differ; their steps must not
     # (each step all-reduces: unequal counts would hang the run, not finish it).
-    _, result = _two_ranks(tmp_path, "saint+ddp", 4)
+    proc, result = _two_ranks(tmp_path, "saint+ddp", 4)
     assert result["variant"] == "saint+ddp" and result["extra"]["world_size"] == 2
     assert result["extra"]["saint_unseen_edges"] <= 0.001
     assert all(loss == loss and loss < 10 for loss in result["losses"])
+    # What two ranks report: the slowest rank's epoch, the strong-scaling
+    # efficiency against the same variant on one rank, the all-reduce.
+    extra = result["extra"]
+    assert len(extra["per_rank_epoch_ms"]) == 2
+    assert result["epoch_time"]["median"] * 1e3 == pytest.approx(max(extra["per_rank_epoch_ms"]))
+    assert 0 < extra["scaling_efficiency"] < 2 and extra["one_rank_epoch_ms"] > 0
+    assert extra["allreduce_ms_per_step"] > 0 and 0 < extra["allreduce_share"] < 1
+    assert "scaling eff. (strong)" in proc.stdout
 
 
 @TWO_RANKS
@@ -354,3 +363,70 @@ def test_a_failed_group_launch_measures_each_ddp_variant_alone(tmp_path, monkeyp
     assert [r["variant"] for r in doc["results"]] == ["ddp", "ddp"]
     assert list(doc["failures"]) == ["sampled+ddp"]
     assert "rank 0 of 2 failed" in capsys.readouterr().err
+
+
+def test_one_rank_on_cuda_takes_its_gpu_and_joins_nccl_before_it_measures(monkeypatch):
+    # What a launched rank of `--world-size 1` does on a one-GPU machine,
+    # CUDA faked: cuda:0 made current, then an NCCL group of one (auto picks
+    # NCCL on CUDA), then the measuring, then the group destroyed.
+    import gnnperf.measure.runner
+    calls, joined = [], []
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(gnnperf.measure.runner, "resolve_device",
+                        lambda name: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(
+        ("set_device", str(device))))
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: bool(joined))
+
+    def init_process_group(backend, **kwargs):
+        calls.append(("init_process_group", backend))
+        joined.append(backend)
+    monkeypatch.setattr(torch.distributed, "init_process_group", init_process_group)
+    monkeypatch.setattr(torch.distributed, "destroy_process_group",
+                        lambda: calls.append(("destroy_process_group",)))
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 0)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda: joined[0])
+    monkeypatch.setattr(gnnperf.measure.runner, "measure_variant", lambda variant, *args: (
+        calls.append(("measure", variant.name, str(args[2]))) or variant.name))
+    found = distributed._measure_rank((get_variant("ddp"), get_variant("sampled+ddp")), None,
+                                      TrainConfig(), "cuda", 3, 1, "auto")
+    assert list(found.values()) == ["ddp", "sampled+ddp"]
+    assert calls == [("set_device", "cuda:0"), ("init_process_group", "nccl"),
+                     ("measure", "ddp", "cuda:0"), ("measure", "sampled+ddp", "cuda:0"),
+                     ("destroy_process_group",)]
+
+
+def test_world_size_one_launches_a_rank_and_without_it_ddp_trains_in_process(monkeypatch,
+                                                                             trained, capsys):
+    # `--world-size 1` is a launched group of one (what a one-GPU machine
+    # can check of DDP); without --world-size the ddp variants train in
+    # this process, as before. A world size without a ddp variant is an error.
+    import dataclasses
+
+    import gnnperf.measure.runner
+    from gnnperf.cli import main
+    launched, in_process = [], []
+
+    def each(variants, world_size, *args, **kwargs):
+        launched.append((world_size, args[-1], [v.name for v in variants]))
+        return {v: dataclasses.replace(trained("baseline"), variant=v.name) for v in variants}
+
+    def measure(variant, *args, **kwargs):
+        in_process.append(variant.name)
+        return dataclasses.replace(trained("baseline"), variant=variant.name)
+    monkeypatch.setattr(distributed, "measure_each_data_parallel", each)
+    monkeypatch.setattr(gnnperf.measure.runner, "measure_variant", measure)
+    run = ["run", "--variants", "ddp,sampled+ddp", "--no-progress", "--device", "cpu"]
+    assert main([*run, "--world-size", "1"]) == 0
+    assert launched == [(1, "auto", ["ddp", "sampled+ddp"])] and in_process == []
+    assert main(run) == 0
+    assert launched == [(1, "auto", ["ddp", "sampled+ddp"])]
+    assert in_process == ["ddp", "sampled+ddp"]
+    capsys.readouterr()
+    assert main(["run", "--variants", "baseline", "--world-size", "1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gnnperf: error: --world-size 1 applies to ddp variants and none is given; add one "
+        "(e.g. --variants baseline,ddp) or drop --world-size")

@@ -12,7 +12,7 @@ from gnnperf.variants import get_variant
 
 CUDA_ONLY = {"timing is synchronised", "padded sampler syncs at most 3 for 2 hops",
              "offload copies each batch on a side stream", "NVML monitor samples the GPU",
-             "ddp on NCCL, 2 GPUs", "asv CUDA benchmarks give numbers"}
+             "ddp on NCCL", "asv CUDA benchmarks give numbers"}
 
 
 # The whole doctor on CPU (what runs passes, the CUDA-only checks are
@@ -80,3 +80,64 @@ def test_without_a_cpp_compiler_the_compile_checks_are_skipped_with_the_fix(monk
     assert compile_check.status == SKIP
     for check in (*trained, compile_check):
         assert "install g++" in check.reason
+
+
+def test_an_na_passes_only_for_a_package_the_variant_declares_and_lacks(monkeypatch):
+    # Finding 9: a reason that names an install is not enough. cluster
+    # declares pymetis (gnnperf.doctor.TECHNIQUE_PACKAGES): its n/a is a skip
+    # where pymetis is missing; sampled declares nothing: its "pip install"
+    # n/a fails the check, as does cluster's where pymetis imports.
+    import gnnperf.doctor
+    import gnnperf.measure.runner
+    import gnnperf.variants
+    from gnnperf.doctor import SKIP
+    from gnnperf.errors import Unavailable
+    reasons = {"sampled": "variant sampled: needs foo: pip install foo",
+               "cluster": "variant cluster: cluster needs pymetis: pip install 'gnnperf[cluster]'"}
+
+    def unavailable(variant, *args, **kwargs):
+        raise Unavailable(reasons[variant.name])
+    monkeypatch.setattr(gnnperf.variants, "standard_variants", lambda: list(reasons))
+    monkeypatch.setattr(gnnperf.measure.runner, "measure_variant", unavailable)
+    for pymetis, cluster in ((False, SKIP), (True, FAIL)):
+        monkeypatch.setattr(gnnperf.doctor, "importable", lambda name: name != "pymetis" or pymetis)
+        checks = {c.name: c for c in Doctor(torch.device("cpu")).variants()}
+        assert checks["train sampled"].status == FAIL
+        assert "not a declared n/a here: sampled declares no package it needs" in checks[
+            "train sampled"].reason
+        assert checks["train cluster"].status == cluster, checks["train cluster"].reason
+    assert "it needs pymetis, all importable here" in checks["train cluster"].reason
+
+
+def test_the_asv_judge_accepts_an_na_only_where_its_benchmark_declares_what_is_missing(tmp_path):
+    # asv keeps no reason with an n/a: each is judged by its benchmark and
+    # parameters. A cluster pair without pymetis, a pair that cannot combine
+    # (sparse with GAT) and the GPU idle figure without NVML are declared;
+    # an n/a of sampled is not, whatever is missing.
+    import json
+    import types
+
+    from gnnperf.doctor import judge_asv_run
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"results_dir": "results"}))
+    (tmp_path / "results" / "gpu").mkdir(parents=True)
+    nan = float("nan")
+    commit = "0123456789abcdef"
+
+    def judged(values: list, idle: float, missing: set):
+        results = {"result_columns": ["result", "params"], "results": {
+            "training.CudaStepMemory.track_cuda_peak_mib": [
+                values, [["'cora'"], ["'cluster'", "'sparse'", "'sampled'"], ["'gcn'", "'gat'"]]],
+            "training.OffloadGpuIdle.track_gpu_idle_pct": [[idle], [["'cora'"],
+                                                                    ["'sampled+offload'"]]]}}
+        (tmp_path / "results" / "gpu" / f"{commit[:8]}-env.json").write_text(json.dumps(results))
+        return judge_asv_run(types.SimpleNamespace(returncode=0, stdout=""), tmp_path, commit,
+                             "cuda", lambda name: name not in missing)
+    # product order: (cluster, gcn), (cluster, gat), (sparse, gcn), (sparse, gat), (sampled, ...)
+    declared = [nan, nan, 1.0, nan, 2.0, 3.0]
+    status, figure, reason = judged(declared, nan, {"pymetis", "pynvml"})
+    assert status == PASS and "4 n/a" in figure and "missing pymetis, pynvml" in reason
+    status, _, reason = judged(declared, nan, {"pymetis"})  # NVML there, yet no idle figure
+    assert status == FAIL and "OffloadGpuIdle.track_gpu_idle_pct(cora, sampled+offload)" in reason
+    status, _, reason = judged([nan, nan, 1.0, nan, nan, 3.0], 5.0, {"pymetis", "pynvml"})
+    assert status == FAIL and reason == ("training.CudaStepMemory.track_cuda_peak_mib(cora, "
+                                         "sampled, gcn) n/a with everything it declares present")
