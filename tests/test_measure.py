@@ -207,6 +207,48 @@ def test_the_warm_up_takes_the_half_precisions_the_gpu_supports(monkeypatch):
     assert measure.warm_dtypes(torch.device("cpu")) == (torch.bfloat16, torch.float16)
 
 
+def test_a_compiled_run_compiles_in_a_fresh_cache_after_the_compilers_one_offs(
+        monkeypatch, cora_dataset):
+    # Issue 47: compile_s must mean the same whatever ran before: the
+    # process's compiler one-offs are paid (and reported) before the build,
+    # and the run compiles in a private, fresh cache, held from the build
+    # to the end of training. torch.compile stands as the identity here (a
+    # real cold compile is test_torch_private's); the order is what counts.
+    import contextlib
+
+    from gnnperf import torch_private
+    from gnnperf.measure import runner as measure
+    events = []
+
+    @contextlib.contextmanager
+    def fresh():
+        events.append("fresh cache")
+        yield "fresh"
+        events.append("cache dropped")
+    monkeypatch.setattr(torch_private, "fresh_compile_cache", fresh)
+    monkeypatch.setattr(torch_private, "warm_compiler",
+                        lambda device: events.append(f"compiler warmed on {device}"))
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+    real_build = measure.Variant.build
+    monkeypatch.setattr(measure.Variant, "build",
+                        lambda self, *args: events.append("build") or real_build(self, *args))
+    real_epoch = measure._run_epoch
+    monkeypatch.setattr(measure, "_run_epoch",
+                        lambda *args, **kwargs: events.append("epoch") or real_epoch(*args,
+                                                                                     **kwargs))
+    result = measure_variant(get_variant("compiled"), cora_dataset, TrainConfig(epochs=4), "cpu",
+                             warmup_epochs=2)
+    assert events == ["compiler warmed on cpu", "fresh cache", "build", *["epoch"] * 4,
+                      "cache dropped"]
+    assert result.setup_seconds["compiler_warmup"] >= 0
+    assert result.extra["compile_cache"].startswith("fresh")
+    events.clear()
+    eager = measure_variant(get_variant("baseline"), cora_dataset, TrainConfig(epochs=3), "cpu",
+                            warmup_epochs=2)
+    assert events == ["build", *["epoch"] * 3]  # nothing compiles: no compiler set-up
+    assert "compiler_warmup" not in eager.setup_seconds and "compile_cache" not in eager.extra
+
+
 def test_measure_variant_takes_the_parsed_variant_and_the_loaded_dataset(cora_dataset):
     # Strings end at the command line: a name or a bare graph is refused
     # with the call that makes the object, before anything trains.

@@ -112,3 +112,101 @@ def test_pyproject_torch_floor_is_the_oldest_torch_with_every_private_setting():
                             .read_text())["project"]
     floor = next(d for d in project["dependencies"] if d.startswith("torch>="))
     assert torch_private._release(floor.removeprefix("torch>=")) == torch_private.OLDEST_TORCH
+
+
+def test_a_fresh_compile_cache_compiles_cold_whatever_compiled_before():
+    # Issue 47: compile_s read an earlier compile's Inductor cache entries
+    # (the doctor's) as compile time. Under fresh_compile_cache the same
+    # graph, compiled before in this process and on disk, misses the FX
+    # graph cache: the compile is cold whatever ran before; after the block
+    # the shared cache is back. (A product alone: an extern kernel, no C++
+    # to build, so the test takes a fraction of a second.)
+    from torch._dynamo.utils import counters
+
+    def product(a, b):
+        return a @ b
+
+    def compile_once() -> dict:
+        torch.compiler.reset()
+        counters["inductor"].clear()
+        torch.compile(product)(torch.ones(2, 2), torch.ones(2, 2))
+        return {key: counters["inductor"][key] for key in ("fxgraph_cache_hit",
+                                                           "fxgraph_cache_miss")}
+
+    compile_once()  # fills the shared caches (or hits them)
+    with torch_private.fresh_compile_cache() as freshness:
+        assert compile_once() == {"fxgraph_cache_hit": 0, "fxgraph_cache_miss": 1}
+    assert freshness == "fresh"  # torch's own fresh_cache, on every torch from the floor on
+    assert compile_once() == {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 0}
+    torch.compiler.reset()
+
+
+def test_the_compiler_warm_up_pays_the_processes_one_offs(monkeypatch):
+    # Inductor's import, the CPU vector ISA pick and a first compile's lazy
+    # set-up, once per process: paid before a compiled run (its setup),
+    # never in its compile_s. The warm-up's compile (forward and backward)
+    # happens in a throwaway cache: the shared one sees none of it.
+    import sys
+
+    from torch._dynamo.utils import counters
+    picked = []
+    import torch._inductor.cpu_vec_isa as isa
+    monkeypatch.setattr(isa, "pick_vec_isa", lambda: picked.append(True))
+    counters["inductor"].clear()
+    torch_private.warm_compiler(torch.device("cpu"))
+    assert "torch._inductor.compile_fx" in sys.modules
+    if torch_private.cpp_compiler() is None:
+        assert picked == [] and not counters["inductor"]["fxgraph_cache_miss"]
+        return
+    assert picked == [True]
+    assert counters["inductor"]["fxgraph_cache_miss"] == 2  # forward, backward: cold
+    assert counters["inductor"]["fxgraph_cache_hit"] == 0
+
+
+def test_every_inductor_option_compiled_sets_exists_in_this_torch():
+    # Canary: compiled's CPU options are Inductor config names that exist in
+    # torch 2.11 through 2.13 (checked against both releases' sources); a
+    # release that renames or drops one fails here by name, while a run on
+    # it goes on without the option (the reason logged once).
+    import torch._inductor.config as config
+
+    from gnnperf.variants.compiled import CPU_INDUCTOR_OPTIONS
+    assert [name for name in CPU_INDUCTOR_OPTIONS if not hasattr(config, name)] == []
+    assert torch_private.inductor_options(CPU_INDUCTOR_OPTIONS) == CPU_INDUCTOR_OPTIONS
+
+
+def test_an_inductor_option_this_torch_lacks_is_skipped_and_said_once(caplog):
+    options = {"size_asserts": False, "gnnperf_no_such_option": 1}
+    with caplog.at_level("WARNING", logger="gnnperf"):
+        assert torch_private.inductor_options(options) == {"size_asserts": False}
+        assert torch_private.inductor_options(options) == {"size_asserts": False}
+    said = [r.getMessage() for r in caplog.records if "gnnperf_no_such_option" in r.getMessage()]
+    assert len(said) == 1 and torch.__version__ in said[0]
+
+
+def test_a_compiled_cpu_run_passes_only_the_options_this_torch_has(monkeypatch):
+    # The compiled technique asks inductor_options: a torch without one of
+    # its options compiles without it instead of failing at the first step.
+    from gnnperf.data import load_dataset
+    from gnnperf.variants import TrainConfig, compiled, get_variant
+    passed = []
+    monkeypatch.setattr(compiled, "CPU_INDUCTOR_OPTIONS",
+                        {"size_asserts": False, "gnnperf_no_such_option": 1})
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: passed.append(kwargs["options"])
+                        or fn)
+    graph = load_dataset("synthetic:nodes=60,degree=3,features=4,classes=2").graph
+    get_variant("compiled").build(graph, TrainConfig(epochs=1), torch.device("cpu"))
+    assert passed == [{"size_asserts": False}]
+
+
+def test_profiler_memory_events_say_their_bytes_time_and_device():
+    # Canary of the profiler's raw events (workcount.profile_work reads them
+    # by device: kineto_results, _KinetoEvent's nbytes, start_ns,
+    # device_type, device_index; private, in torch 2.11 to 2.13).
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        kept = torch.ones(1000)
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    assert any(e.nbytes() == kept.numel() * 4 for e in events)
+    assert all(e.device_type().name == "CPU" and e.device_index() == -1 and e.start_ns() > 0
+               for e in events)

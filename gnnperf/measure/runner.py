@@ -79,7 +79,11 @@ class VariantResult:
             handles, reported apart from the first epoch.
         compile_s (float): For compiled runs, what the first epoch took
             beyond a steady one (compilation, and this run's own first
-            kernel loads); :obj:`None` for eager runs.
+            kernel loads), compiled cold in a private, fresh cache whatever
+            compiled before (``extra["compile_cache"]`` says so, with the
+            cache hits seen), the process's compiler one-offs paid before
+            the build (``setup_seconds["compiler_warmup"]``); :obj:`None`
+            for eager runs.
         step_peak_bytes (int): Peak memory of a training step: CUDA allocated
             bytes on GPUs (:obj:`torch.cuda.max_memory_allocated`, this run's
             data and model included, above what the process held before the
@@ -333,27 +337,67 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
         raise GnnperfError(f"out of memory on {device} before variant {label} was built "
                            f"(the device's first use): free the GPU or use another") from None
     held = held_bytes(device)
-    run = spec.build(dataset.graph, config, device)
-    counter = _EpochCounter()
-    timeline = MemoryTimeline(str(device), held_bytes=held)
-    monitor, monitor_note = GpuMonitor.for_device(device)
-    try:
-        # The objects alive once the run is built (torch's, PyG's, its model
-        # and graph) are frozen for its epochs: the memory epoch collects
-        # before every profiled step, and those passes walk only the steps'.
-        with _named_failures(label, device), collector_skips_existing():
-            epochs = _train_epochs(run, config.epochs, warmup_epochs, device, held,
-                                   counter, timeline, monitor, on_epoch)
-            for finish in run.on_finish:
-                finish()
-            accuracy = run.evaluate()
-    finally:
-        timeline.close()
-        if monitor is not None:
-            monitor.close()
+    compiles = spec.uses("compiled")
+    compiler_setup = _compiler_setup(device) if compiles else {}
+    with _compile_cache(compiles) as cache_state:
+        run = spec.build(dataset.graph, config, device)
+        counter = _EpochCounter()
+        timeline = MemoryTimeline(str(device), held_bytes=held)
+        monitor, monitor_note = GpuMonitor.for_device(device)
+        try:
+            # The objects alive once the run is built (torch's, PyG's, its model
+            # and graph) are frozen for its epochs: the memory epoch collects
+            # before every profiled step, and those passes walk only the steps'.
+            with _named_failures(label, device), collector_skips_existing():
+                epochs = _train_epochs(run, config.epochs, warmup_epochs, device, held,
+                                       counter, timeline, monitor, on_epoch)
+                for finish in run.on_finish:
+                    finish()
+                accuracy = run.evaluate()
+        finally:
+            timeline.close()
+            if monitor is not None:
+                monitor.close()
+    run.setup_seconds.update(compiler_setup)
+    if cache_state is not None:
+        run.stats["compile_cache"] = cache_state()
     gpu = monitor.figures() if monitor is not None else (None, monitor_note)
     return _result(spec, run, dataset, config, device, warmup_epochs, epochs, counter, accuracy,
                    timeline, gpu, device_warmup_s)
+
+
+def _compiler_setup(device: torch.device) -> dict[str, float]:
+    """The compiler's one-off costs in this process
+    (:func:`gnnperf.torch_private.warm_compiler`: Inductor's import, the ISA
+    pick, the compile workers), paid before a compiled run is built and
+    reported as its ``compiler_warmup`` setup, never in its ``compile_s``;
+    none where the variant is n/a here (no C++ compiler on CPU: the build
+    says why)."""
+    from gnnperf import torch_private
+    from gnnperf.variants.compiled import compile_unavailable_because
+    if compile_unavailable_because(device):
+        return {}
+    start = time.perf_counter()
+    torch_private.warm_compiler(device)
+    return {"compiler_warmup": time.perf_counter() - start}
+
+
+@contextlib.contextmanager
+def _compile_cache(compiles: bool) -> Iterator[Callable[[], str] | None]:
+    """For a compiled run, a private, fresh compile cache from its build to
+    the end of its training (:func:`gnnperf.torch_private.fresh_compile_cache`),
+    so its ``compile_s`` is a cold compile whatever compiled before (the
+    doctor's, an earlier variant's, an earlier process's on this machine).
+    Yields what says, after the run, how fresh it was and the cache hits it
+    saw (none expected); None for an eager run."""
+    if not compiles:
+        yield None
+        return
+    from gnnperf import torch_private
+    hits_before = torch_private.compile_cache_hits()
+    with torch_private.fresh_compile_cache() as freshness:
+        yield lambda: (f"{freshness}: private, emptied before the build "
+                       f"({torch_private.compile_cache_hits() - hits_before} cache hits)")
 
 
 @dataclass
