@@ -113,7 +113,7 @@ def test_the_two_calls_cpu_parts_run_every_step(tmp_path, monkeypatch):
     assert one["amp-fp16"]["figures"]["amp"]["amp_dtype"] == "float16"
     assert one["amp-bf16"]["figures"]["amp"]["amp_dtype"] == "bfloat16"
     assert set(one["variants-cora"]["figures"]) == set(one["variants-large"]["figures"]) == {
-        "baseline"}
+        "baseline", "roofs_sanity"}  # the roofs the run was held to, judged
     assert "accuracy not judged at 4 epochs" in one["variants-cora"]["reason"]
     doctor = json.loads((tmp_path / "call1" / "doctor.json").read_text())
     checks = {check["name"]: check["status"] for check in doctor["checks"]}
@@ -125,7 +125,7 @@ def test_the_two_calls_cpu_parts_run_every_step(tmp_path, monkeypatch):
             "peak memory (CPU profiler memory events)"} <= {
         name for name, s in checks.items() if s == "pass"}
     assert "CUDA only" in one["doctor"]["reason"]  # the skipped checks, named
-    assert two["roofs"]["figures"]["sanity"].endswith("no published figures here")
+    assert two["roofs"]["figures"]["roofs_sanity"].endswith("no published figures here")
     assert two["sampler"]["figures"]["sampler"]["sampler_m_edges_per_s"] > 0
 
 

@@ -383,6 +383,12 @@ def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | No
         if not judged and not allow_chance:
             notes.append(f"accuracy not judged at {config.get('epochs')} epochs "
                          f"(from {ACCURACY_EPOCHS})")
+        roofs = doc.get("environment", {}).get("roofs")
+        if roofs:  # the roofs this run was held to: their sanity line, whichever call runs
+            plausible, line = roofs_sanity(roofs)
+            figures["roofs_sanity"] = line
+            if not plausible:
+                problems.append(line)
         reason = "; ".join(problems) or "; ".join(notes)
         return StepResult(name, FAIL if problems else PASS, figures=figures, reason=reason)
     return judge
@@ -499,7 +505,7 @@ def _judge_roofs(plan: Plan, proc) -> StepResult:
         return StepResult("roofs", FAIL, reason="a roof is not a positive number")
     ok, line = roofs_sanity(roofs)
     figures = {"roofs": {"tflops_fp32": round(roofs["peak_flops_per_s"] / 1e12, 2),
-                         "measured_s": round(roofs["measured_s"], 1)}, "sanity": line}
+                         "measured_s": round(roofs["measured_s"], 1)}, "roofs_sanity": line}
     return StepResult("roofs", PASS if ok else FAIL, figures=figures, reason="" if ok else line)
 
 
@@ -889,10 +895,11 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
     if args.stack_report is not None:  # the stack step's own process
         args.stack_report.write_text(json.dumps(stack_report(args.device), indent=2))
         return 0
-    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("gnnperf") is None:
-        print(f"gpu_check: {sys.executable} has no torch or gnnperf; run it in the environment "
-              f"gnnperf is installed in (e.g. . .venv/bin/activate, PYTHON=..., or "
-              f"PYTHONPATH=. from the checkout)", file=sys.stderr)
+    absent = [name for name in ("torch", "gnnperf") if importlib.util.find_spec(name) is None]
+    if absent:
+        print(f"gpu_check: {sys.executable} has no {' or '.join(absent)}; run it with the Python "
+              f"that has torch (PYTHON=...), through tools/gpu_check.sh (it puts this checkout's "
+              f"gnnperf on PYTHONPATH)", file=sys.stderr)
         return 2
     if args.device.startswith("cuda"):
         import torch
@@ -947,8 +954,9 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
                "seconds": _clock() - started, "left": left,
                "rerun": (f"tools/gpu_check.sh --device {plan.device} --only {','.join(left)}"
                          if left else ""),
-               "roofs_sanity": next((r.figures["sanity"] for r in results
-                                     if r.key == "roofs" and "sanity" in r.figures), ""),
+               # The roofs step's line, else that of the first run that measured them.
+               "roofs_sanity": next((r.figures["roofs_sanity"] for r in sorted(
+                   results, key=lambda r: r.key != "roofs") if "roofs_sanity" in r.figures), ""),
                "packed": ARCHIVE if pack else None,
                "steps": [asdict(r) for r in results]}
         # Written before and after every step: a step that hangs the machine
@@ -979,6 +987,9 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
             limit = min(limit, max(remaining, 1))
         summary(running=step.name)
         result = run_step(step, plan, runner, limit)
+        own = step.timeout_s or plan.step_timeout_s
+        if result.reason.startswith("timed out") and limit < own:
+            result.reason += f"; cut at the budget's end (its own limit: {own} s)"
         results.append(result)
         print(f"{result.status.upper():8s}{result.name} ({result.seconds:.0f} s)"
               f"{': ' + result.reason if result.reason else ''}", flush=True)

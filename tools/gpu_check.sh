@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
 # The prepared GPU check: every CUDA path of the suite in minutes, a JSON and
 # a Markdown summary, exit 1 on a failure or a step left (docs/gpu-runner.md).
-#   tools/gpu_check.sh                              # on the GPU, summary in ./gpu-check/ (or $OUT)
+#   tools/gpu_check.sh                              # on the GPU; summary in $OUT or ./gpu-check/
 #   tools/gpu_check.sh --plan call1 --budget-s 450  # the first call of a GPU window
 #   tools/gpu_check.sh --device cpu                 # the CPU-runnable parts
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
 # The GPU image's interpreter is python3; a venv's python where one is active.
 python="${PYTHON:-$(command -v python || command -v python3)}"
+# gnnperf from this checkout also where it is not installed (a copied tree).
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+# The wheel bundle (tools/gpu_wheels.sh), carried where the machine reaches
+# no package index: installed into a scratch folder when what it holds is
+# missing here.
+wheels="${GNNPERF_WHEELS:-$root/.gpu-wheels}"
+if compgen -G "$wheels/*.whl" >/dev/null &&
+        ! "$python" -c 'import asv, asv_runner, pymetis' 2>/dev/null; then
+    site="${TMPDIR:-/tmp}/gnnperf-gpu-site"
+    "$python" -m pip install -q --upgrade --no-index --no-deps --no-compile --find-links "$wheels" \
+        --target "$site" "$wheels"/*.whl
+    export PYTHONPATH="$PYTHONPATH:$site"
+    echo "gpu_check: the wheel bundle $wheels installed into $site"
+fi
 exec "$python" "$here/gpu_check.py" "$@"
