@@ -495,6 +495,20 @@ def declared_na(label: str, reason: str, device: torch.device | str,
     return f"{label} n/a: {reason} (not a declared n/a here: {declared})"
 
 
+def asv_config(root: Path) -> dict:
+    """:obj:`root`'s ``asv.conf.json``, which has comments (asv reads it as
+    JSON5): with json5 where it is (asv needs it), else with the comment
+    lines dropped."""
+    import json
+    import re
+    text = (root / "asv.conf.json").read_text()
+    try:
+        import json5
+    except ImportError:
+        return json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
+    return json5.loads(text)
+
+
 def asv_results(root: Path, commit: str) -> dict:
     """Numbers and failed values in asv's results of :obj:`commit` (every
     machine's file of it under the config's ``results_dir``), and each n/a
@@ -502,7 +516,7 @@ def asv_results(root: Path, commit: str) -> dict:
     import ast
     import itertools
     import json
-    config = json.loads((root / "asv.conf.json").read_text())
+    config = asv_config(root)
     counts: dict = {"numbers": 0, "failed": 0, "n/a": []}
     for path in (root / config.get("results_dir", ".asv/results")).glob(f"*/{commit[:8]}*.json"):
         results = json.loads(path.read_text())

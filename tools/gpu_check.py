@@ -607,18 +607,19 @@ def _asv_argv(plan: Plan) -> list[str]:
 
 
 def _judge_asv(plan: Plan, proc) -> StepResult:
-    from gnnperf.doctor import judge_asv_run
+    from gnnperf.doctor import asv_config, judge_asv_run
     status, figure, reason = judge_asv_run(proc, _ASV.root, _ASV.commit, plan.device,
                                            plan.importable)
     # The results beside the summary (the copy they were written in is scratch).
-    config = json.loads((_ASV.root / "asv.conf.json").read_text())
+    config = asv_config(_ASV.root)
     kept = [path for path in (_ASV.root / config.get("results_dir", ".asv/results")).glob(
         f"*/{_ASV.commit[:8]}*.json")]
     for path in kept:
         shutil.copy2(path, plan.out / f"asv-{path.parent.name}-{path.name}")
-    return StepResult("asv CUDA benchmarks", status, figures={"asv": figure},
-                      reason=reason + (f" (commit {_ASV.commit[:8]} of "
-                                       f"{'a throwaway copy' if _ASV.root != ROOT else 'HEAD'})"))
+    where = (f"commit {_ASV.commit[:8]} of "
+             f"{'a throwaway copy (no .git here)' if _ASV.root != ROOT else 'this checkout'}")
+    return StepResult("asv CUDA benchmarks", status, figures={"asv": figure, "results": where},
+                      reason=reason)
 
 
 def steps(plan: Plan) -> list[Step]:
