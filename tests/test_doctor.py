@@ -1,7 +1,9 @@
-"""gnnperf doctor on CPU: a broken figure makes it exit 1, and the variant
-check's n/a rules (its whole run on CPU is tools/gpu_check.sh's first step,
+"""gnnperf doctor on CPU: a broken figure makes it exit 1, the variant
+check's n/a rules and the asv judge's (its run on CPU, the comparison cut
+to the baseline, is a step of tools/gpu_check.sh's first call in
 tests/test_gpu_check.py)."""
 import dataclasses
+import sys
 
 import torch
 
@@ -15,8 +17,8 @@ CUDA_ONLY = {"timing is synchronised", "padded sampler syncs at most 3 for 2 hop
              "ddp on NCCL", "asv CUDA benchmarks give numbers"}
 
 
-# The whole doctor on CPU (what runs passes, the CUDA-only checks are
-# skipped and named): tests/test_gpu_check.py, whose first step it is.
+# The doctor on CPU (what runs passes, the CUDA-only checks are skipped and
+# named): tests/test_gpu_check.py, a step of the first call.
 
 
 def test_a_broken_peak_figure_fails_the_doctor(monkeypatch, capsys):
@@ -109,7 +111,8 @@ def test_an_na_passes_only_for_a_package_the_variant_declares_and_lacks(monkeypa
     assert "it needs pymetis, all importable here" in checks["train cluster"].reason
 
 
-def test_the_asv_judge_accepts_an_na_only_where_its_benchmark_declares_what_is_missing(tmp_path):
+def test_the_asv_judge_accepts_an_na_only_where_its_benchmark_declares_what_is_missing(
+        tmp_path, monkeypatch):
     # asv keeps no reason with an n/a: each is judged by its benchmark and
     # parameters. A cluster pair without pymetis, a pair that cannot combine
     # (sparse with GAT) and the GPU idle figure without NVML are declared;
@@ -118,8 +121,14 @@ def test_the_asv_judge_accepts_an_na_only_where_its_benchmark_declares_what_is_m
     import types
 
     from gnnperf.doctor import judge_asv_run
-    (tmp_path / "asv.conf.json").write_text(json.dumps({"results_dir": "results"}))
+    # asv's config has comments (JSON5), as the project's own has.
+    (tmp_path / "asv.conf.json").write_text('{\n    // where asv writes\n    "results_dir": '
+                                            '"results"\n}')
     (tmp_path / "results" / "gpu").mkdir(parents=True)
+    from gnnperf.doctor import asv_config
+    with monkeypatch.context() as patch:  # without json5 (asv's), the comment lines dropped
+        patch.setitem(sys.modules, "json5", None)
+        assert asv_config(tmp_path) == {"results_dir": "results"}
     nan = float("nan")
     commit = "0123456789abcdef"
 

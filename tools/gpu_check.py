@@ -220,7 +220,8 @@ def stack_report(device: str) -> dict:
                 a = torch.randn(1024, 1024, device=device)
                 (a @ a).sum().item()  # the runtime works, not only the driver
                 report["cuda_works"] = "ok"
-                report["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+                nccl = torch.cuda.nccl.version()  # a tuple; an int in older torch
+                report["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
             except Exception as exc:  # noqa: BLE001 -- reported: every CUDA step will fail
                 report["cuda_works"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
     tools = {"git": shutil.which("git"), "dot_git": (ROOT / ".git").exists(),
