@@ -188,8 +188,12 @@ def warm_compiler(device: torch.device) -> None:
     (``AsyncCompile.wait_pool_ready``: no public API starts them), and the
     lazy set-up of a first compile (Dynamo's, AOTAutograd's and Inductor's
     imports and pattern registration), by compiling a matrix product forward
-    and backward in a throwaway fresh cache: extern kernels only, so no C++
-    or Triton kernel is built. A second call costs a fraction of a second."""
+    and backward in a throwaway fresh cache. On CPU the product alone:
+    extern kernels, no C++ kernel to build (a C++ build's own first-use
+    set-up, under a second on 2 cores, stays in the first compiled run);
+    on a GPU with a ReLU after it, so Triton's first kernel (its import and
+    driver set-up) is built here too. A second call costs a fraction of a
+    second."""
     import torch._inductor.compile_fx  # noqa: F401 -- Inductor's import, once per process
     device = torch.device(device)
     if device.type == "cpu":
@@ -206,7 +210,8 @@ def warm_compiler(device: torch.device) -> None:
             wait()
 
     def product(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        return left @ right
+        out = left @ right
+        return out if device.type == "cpu" else out.relu()
 
     weight = torch.ones(4, 4, device=device, requires_grad=True)
     with fresh_compile_cache():

@@ -210,3 +210,30 @@ def test_profiler_memory_events_say_their_bytes_time_and_device():
     assert any(e.nbytes() == kept.numel() * 4 for e in events)
     assert all(e.device_type().name == "CPU" and e.device_index() == -1 and e.start_ns() > 0
                for e in events)
+
+
+def test_the_gpu_compiler_warm_up_waits_for_the_compile_workers(monkeypatch):
+    # Off the CPU ("meta" stands for the GPU, torch.compile for the
+    # identity): the compile workers' start is waited for before a run, and
+    # the warm-up's product ends in a pointwise op (Triton's first kernel).
+    from torch._inductor.async_compile import AsyncCompile
+    waited, compiled = [], []
+    monkeypatch.setattr(AsyncCompile, "wait_pool_ready", classmethod(
+        lambda cls, timeout=120: waited.append(True)))
+
+    def identity(fn, **kwargs):
+        compiled.append(fn)
+        return fn
+    monkeypatch.setattr(torch, "compile", identity)
+    torch_private.warm_compiler(torch.device("meta"))
+    assert waited == [True] and len(compiled) == 1
+    traced = []
+
+    class Seen(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            traced.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+    ones = torch.ones(2, 2, device="meta")
+    with Seen():
+        compiled[0](ones, ones)
+    assert "relu" in traced
