@@ -1,0 +1,203 @@
+"""``gnnperf history`` (issue 49): change points across asv's results, on
+known synthetic series and a hand-made asv results folder."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from gnnperf.cli import main
+from gnnperf.gate import history
+from gnnperf.gate.history import HistoryTooShort, find_changes, read_asv_results
+
+NOISE = 0.01  # 1% normal noise: a quiet runner's spread of one asv value
+
+
+def _noise(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(1.0, NOISE, n)
+
+
+def test_a_step_is_one_change_at_its_commit_with_its_size():
+    values = _noise(40) * np.r_[np.ones(20), np.full(20, 1.08)]
+    changes = find_changes(list(values))
+    assert len(changes) == 1
+    change = changes[0]
+    assert change.start == change.end == 20
+    assert change.ci_low < 1.08 < change.ci_high
+    assert change.ci_low > 1.05 and change.direction == 1
+
+
+def test_a_ramp_of_ten_one_percent_commits_is_one_change():
+    ramp = 1.01 ** np.arange(1, 11)
+    values = _noise(40, seed=1) * np.r_[np.ones(15), ramp, np.full(15, ramp[-1])]
+    changes = find_changes(list(values))
+    assert len(changes) == 1, [(c.start, c.end, c.ratio) for c in changes]
+    change = changes[0]
+    assert 15 <= change.start <= change.end <= 25
+    assert 1.07 < change.ratio < 1.13  # the drift's whole size, not one step of it
+
+
+def test_a_single_spike_is_not_a_change():
+    values = _noise(40, seed=2)
+    values[20] *= 3.0  # one preempted run
+    values[31] *= 0.6
+    assert find_changes(list(values)) == []
+
+
+def test_an_improvement_is_a_change_but_not_a_regression():
+    values = _noise(30, seed=3) * np.r_[np.ones(15), np.full(15, 0.9)]
+    changes = find_changes(list(values))
+    assert [c.direction for c in changes] == [-1]
+
+
+def test_too_short_a_history_says_so():
+    with pytest.raises(HistoryTooShort, match="needs at least"):
+        find_changes([1.0, 1.1, 1.0, 1.2])
+
+
+# ------------------------------------------------------ an asv results folder
+
+BENCH = "training.TrainStep.time_train_step"
+WORK = "work_metrics.WorkMetrics.track_aten_ops"
+COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
+           "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
+           "samples", "profile"]
+
+
+def _write_results(root, commits: list[str], baseline: list[float], sampled: list[float],
+                   aten: list[int], dates: list[int] | None = None, machine: str = "ci") -> None:
+    """asv's results folder as asv 0.6 writes it: benchmarks.json, one
+    machine folder with machine.json and one file per commit."""
+    params = [["'cora'"], ["'baseline'", "'sampled'"], ["'gcn'"]]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "benchmarks.json").write_text(json.dumps({
+        BENCH: {"name": BENCH, "param_names": ["dataset", "variant", "model"], "params": params,
+                "type": "time", "unit": "seconds", "version": "v1"},
+        WORK: {"name": WORK, "param_names": ["dataset", "variant"], "params": params[:2],
+               "type": "track", "unit": "unit", "version": "w1"},
+        "version": 2}))
+    folder = root / machine
+    folder.mkdir(parents=True)
+    (folder / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    for i, commit in enumerate(commits):
+        date = (dates or [1_700_000_000_000 + 86_400_000 * k for k in range(len(commits))])[i]
+        time_row = [[baseline[i], sampled[i]], params, "v1", date, 1.0,
+                    [baseline[i] * 0.99, sampled[i] * 0.99], [baseline[i] * 1.01, sampled[i] * 1.01],
+                    None, None, [1, 1], [30, 30]]
+        work_row = [[aten[i], 97], params[:2], "w1", date, 0.3]
+        (folder / f"{commit[-8:]}-env.json").write_text(json.dumps({
+            "commit_hash": commit, "env_name": "env", "date": date, "params": {"machine": machine},
+            "python": "3.11", "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
+            "results": {BENCH: time_row, WORK: work_row}, "durations": {}, "version": 2}))
+
+
+def _commits(n: int) -> list[str]:
+    return [f"{k:040x}" for k in range(1, n + 1)]
+
+
+def _stepped(n: int = 24, at: int = 12, size: float = 1.10) -> tuple[list[float], list[float]]:
+    base = _noise(n, seed=5) * 0.027
+    baseline = [float(v * (size if i >= at else 1.0)) for i, v in enumerate(base)]
+    sampled = [float(v) for v in _noise(n, seed=6) * 0.008]  # unchanged
+    return baseline, sampled
+
+
+def test_reader_makes_a_series_per_parameter_combination(tmp_path):
+    commits = _commits(10)
+    baseline, sampled = _stepped(10)
+    sampled[3] = float("nan")  # failed at that commit: no point, not a zero
+    _write_results(tmp_path, commits, baseline, sampled, [98] * 10)
+    results = read_asv_results(tmp_path, repo=None)
+    assert results.machine == "ci" and results.order == "date"
+    by_name = {s.name: s for s in results.series}
+    series = by_name[f"{BENCH}('cora', 'baseline', 'gcn')"]
+    assert series.params == {"dataset": "'cora'", "variant": "'baseline'", "model": "'gcn'"}
+    assert series.values == pytest.approx(baseline)
+    assert series.weights[0] == pytest.approx(2 / (baseline[0] * 0.02))
+    assert len(by_name[f"{BENCH}('cora', 'sampled', 'gcn')"].values) == 9
+    assert by_name[f"{WORK}('cora', 'baseline')"].exact
+
+
+def test_reader_follows_git_order_over_dates(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    commits = []
+    for k in range(3):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(k),
+                        f"--date=2020-01-0{k + 1}T00:00:00"], check=True,
+                       env={"GIT_COMMITTER_DATE": f"2020-01-0{k + 1}T00:00:00", "PATH": "/usr/bin:/bin"})
+        commits.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True,
+                                      text=True, check=True).stdout.strip())
+    results_dir = tmp_path / "results"
+    # The results' dates say the opposite order: the repository wins.
+    _write_results(results_dir, commits, [1.0, 2.0, 3.0], [1.0] * 3, [98] * 3,
+                   dates=[3_000, 2_000, 1_000])
+    results = read_asv_results(results_dir, repo=repo)
+    assert results.order == "git" and results.commits == commits
+    assert read_asv_results(results_dir, repo=None).commits == commits[::-1]
+
+
+def test_reader_refuses_what_is_not_a_results_folder(tmp_path):
+    from gnnperf.errors import GnnperfError
+    with pytest.raises(GnnperfError, match="no such folder"):
+        read_asv_results(tmp_path / "absent")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.json").write_text("{}")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x.json").write_text("{}")
+    with pytest.raises(GnnperfError, match="name one with --machine"):
+        read_asv_results(tmp_path)
+
+
+def test_history_command_names_the_commit_the_size_and_the_work_metric(tmp_path, capsys):
+    commits = _commits(24)
+    baseline, sampled = _stepped(24, at=12)
+    aten = [98] * 12 + [104] * 12  # the step's cause: six more ATen calls per step
+    _write_results(tmp_path, commits, baseline, sampled, aten)
+    out_json, out_md = tmp_path / "h.json", tmp_path / "h.md"
+    code = main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
+                 "--json", str(out_json), "--markdown", str(out_md)])
+    text = capsys.readouterr().out
+    assert code == 1, text
+    assert f"REGRESSION at {commits[12][:10]}" in text
+    doc = json.loads(out_json.read_text())
+    assert doc["regressions"] == 1
+    [change] = doc["changes"]
+    assert change["commit"] == commits[12] and change["fails"]
+    [moved] = change["series"]
+    assert moved["name"] == f"{BENCH}('cora', 'baseline', 'gcn')"
+    assert moved["ci_low"] < 1.10 < moved["ci_high"]
+    assert change["work"] == [{"name": f"{WORK}('cora', 'baseline')", "before": 98,
+                               "after": 104, "commit": commits[12]}]
+    markdown = out_md.read_text()
+    assert "**REGRESSION**" in markdown and f"`{WORK}('cora', 'baseline')` 98&rarr;104" in markdown
+
+
+def test_history_command_passes_a_flat_history_and_an_old_regression_with_recent(tmp_path, capsys):
+    commits = _commits(24)
+    baseline, sampled = _stepped(24, at=6)
+    _write_results(tmp_path, commits, baseline, sampled, [98] * 24)
+    # The step is 18 commits back: reported, but outside --recent 10.
+    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
+                 "--recent", "10"]) == 0
+    assert "regression at" in capsys.readouterr().out
+    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
+                 "--bench", "sampled"]) == 0
+    assert "no regression past +3%" in capsys.readouterr().out
+
+
+def test_history_command_exit_2_with_one_line_on_bad_input(tmp_path, capsys):
+    assert main(["history", "--results", str(tmp_path / "absent")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no such folder" in err
+    commits = _commits(5)
+    _write_results(tmp_path, commits, [0.027] * 5, [0.008] * 5, [98] * 5)
+    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "history too short" in err and "5 commits" in err
+    assert main(["history", "--results", str(tmp_path), "--bench", "nothing-like-this"]) == 2
+    assert "matches no series" in capsys.readouterr().err
