@@ -159,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="leave out the asv check (tools/gpu_check.sh runs asv itself)")
     from gnnperf.gate.cli import add_parsers
     add_parsers(sub)
+    from gnnperf.gate import history
+    history.add_parser(sub)
     return parser
 
 
@@ -495,7 +497,8 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 def _gate_commands() -> dict:
     from gnnperf.gate.cli import COMMANDS as GATE_COMMANDS
-    return GATE_COMMANDS
+    from gnnperf.gate.history import history_command
+    return {**GATE_COMMANDS, "history": history_command}
 
 
 COMMANDS = {"run": run_command, "sampler": sampler_command, "roofs": roofs_command,
