@@ -224,7 +224,8 @@ def compile_cache_hits() -> int:
     """Inductor's FX graph and AOTAutograd cache hits so far in this process
     (Dynamo's counters, private like :func:`dynamo_counts`)."""
     from torch._dynamo.utils import counters
-    return counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    return (counters["inductor"]["fxgraph_cache_hit"]
+            + counters["aot_autograd"]["autograd_cache_hit"])
 
 
 def schema_arguments(op) -> list:
