@@ -2,6 +2,7 @@
 known synthetic series and a hand-made asv results folder."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 
@@ -94,7 +95,7 @@ def _write_results(root, commits: list[str], baseline: list[float], sampled: lis
 
 
 def _commits(n: int) -> list[str]:
-    return [f"{k:040x}" for k in range(1, n + 1)]
+    return [hashlib.sha1(str(k).encode()).hexdigest() for k in range(n)]
 
 
 def _stepped(n: int = 24, at: int = 12, size: float = 1.10) -> tuple[list[float], list[float]]:

@@ -652,13 +652,13 @@ def history_command(args) -> int:
     if short and len(short) == matched:  # nothing judged: never read as "no change"
         s, _ = max(short, key=lambda x: len(x[0].values))
         raise GnnperfError(
-            f"history too short: {len(short)} series matching {args.bench!r}, the longest "
+            f"history too short: {len(short)} series matching '{args.bench}', the longest "
             f"{len(s.values)} commits ({s.name}); the {args.method} detector needs at least "
             f"{MIN_POINTS}: run asv on more commits (e.g. asv run HEAD~{MIN_POINTS}..HEAD)")
     first = len(results.commits) - args.recent if args.recent else 0
     failing = [a for a in alerts if a.regression and a.position >= first]
     header = (f"machine {results.machine}: {len(results.commits)} commits ({results.order} order), "
-              f"series matching {args.bench!r}, detector {args.method}: "
+              f"series matching '{args.bench}', detector {args.method}: "
               f"{DETECTORS[args.method][1]}"
               + (f"; {results.dropped} points of older benchmark versions left out"
                  if results.dropped else ""))
