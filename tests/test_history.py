@@ -88,7 +88,8 @@ def _write_results(root, commits: list[str], baseline: list[float], sampled: lis
     for i, commit in enumerate(commits):
         date = (dates or [1_700_000_000_000 + 86_400_000 * k for k in range(len(commits))])[i]
         time_row = [[baseline[i], sampled[i]], params, "v1", date, 1.0,
-                    [baseline[i] * 0.99, sampled[i] * 0.99], [baseline[i] * 1.01, sampled[i] * 1.01],
+                    [baseline[i] * 0.99, sampled[i] * 0.99],
+                    [baseline[i] * 1.01, sampled[i] * 1.01],
                     None, None, [1, 1], [30, 30]]
         work_row = [[aten[i], 97], params[:2], "w1", date, 0.3]
         (folder / f"{commit[-8:]}-env.json").write_text(json.dumps({
@@ -131,9 +132,9 @@ def test_reader_follows_git_order_over_dates(tmp_path):
     subprocess.run([*git, "init", "-q"], check=True)
     commits = []
     for k in range(3):
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(k),
-                        f"--date=2020-01-0{k + 1}T00:00:00"], check=True,
-                       env={"GIT_COMMITTER_DATE": f"2020-01-0{k + 1}T00:00:00", "PATH": "/usr/bin:/bin"})
+        date = f"2020-01-0{k + 1}T00:00:00"
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(k), f"--date={date}"],
+                       check=True, env={"GIT_COMMITTER_DATE": date, "PATH": "/usr/bin:/bin"})
         commits.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True,
                                       text=True, check=True).stdout.strip())
     results_dir = tmp_path / "results"

@@ -139,7 +139,8 @@ INSTALL = {
 }
 
 
-def segment_test(before: Sequence[float], after: Sequence[float]) -> tuple[float, float, float, float]:
+def segment_test(before: Sequence[float], after: Sequence[float]
+                 ) -> tuple[float, float, float, float]:
     """Ratio of the geometric means after/before with its 95% interval and
     Welch's two-sided p-value, on log values: (ratio, low, high, p)."""
     import numpy as np
@@ -313,9 +314,9 @@ def read_asv_results(results_dir: Path, machine: str | None = None,
     if machine is None:
         if len(machines) != 1:
             raise GnnperfError(
-                f"--results {results_dir}: " + (f"{len(machines)} machines ({', '.join(machines)}); "
-                                                f"name one with --machine" if machines else
-                                                "no machine folder with results; run asv first"))
+                f"--results {results_dir}: "
+                + (f"{len(machines)} machines ({', '.join(machines)}); name one with --machine"
+                   if machines else "no machine folder with results; run asv first"))
         machine = machines[0]
     elif machine not in machines:
         raise GnnperfError(f"--machine {machine}: not in {results_dir} (there: "
@@ -334,7 +335,8 @@ def read_asv_results(results_dir: Path, machine: str | None = None,
                                f"upgrade it with asv >= 0.5: asv update")
         files.append(data)
     if not files:
-        raise GnnperfError(f"--results {results_dir}: no results for machine {machine}; run asv first")
+        raise GnnperfError(f"--results {results_dir}: no results for machine {machine}; "
+                           f"run asv first")
     dates = {f["commit_hash"]: int(f.get("date") or 0) for f in files}
     position = _git_order(repo)
     order = "git"
@@ -362,7 +364,8 @@ def read_asv_results(results_dir: Path, machine: str | None = None,
                     continue  # n/a, failed or skipped at this commit: no point
                 env = f.get("env_name", "") if len(envs) > 1 else ""
                 key = (bench, combo, env)
-                name = bench + (f"({', '.join(combo)})" if combo else "") + (f" [{env}]" if env else "")
+                name = (bench + (f"({', '.join(combo)})" if combo else "")
+                        + (f" [{env}]" if env else ""))
                 s = series.setdefault(key, Series(name, bench, dict(zip(pnames, combo)), env=env))
                 a = ci_a[i] if i < len(ci_a) else None
                 b = ci_b[i] if i < len(ci_b) else None
@@ -510,7 +513,8 @@ def _date(results: Results, commit: str) -> str:
 
 def _where(results: Results, alert: Alert) -> str:
     n = len(results.commits)
-    where = f"{alert.commit[:10]} ({_date(results, alert.commit)}; commit {alert.position + 1} of {n})"
+    where = (f"{alert.commit[:10]} ({_date(results, alert.commit)}; "
+             f"commit {alert.position + 1} of {n})")
     if alert.end_commit != alert.commit:
         span = results.commits.index(alert.end_commit) - alert.position + 1
         where = (f"{alert.commit[:10]}..{alert.end_commit[:10]} (a drift over {span} commits, "
@@ -641,7 +645,8 @@ def history_command(args) -> int:
     from gnnperf.io import write_atomic
     for option, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path is not None and not path.parent.resolve().is_dir():
-            raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist; create it first")
+            raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist; "
+                               f"create it first")
     if args.threshold < 0:
         raise GnnperfError(f"--threshold must be >= 0, got {args.threshold}")
     if args.recent is not None and args.recent < 1:
