@@ -143,7 +143,6 @@ def segment_test(before: Sequence[float], after: Sequence[float]
                  ) -> tuple[float, float, float, float]:
     """Ratio of the geometric means after/before with its 95% interval and
     Welch's two-sided p-value, on log values: (ratio, low, high, p)."""
-    import numpy as np
     from scipy import stats
     a, b = _log(before), _log(after)
     diff = float(b.mean() - a.mean())
@@ -397,7 +396,13 @@ DEFAULT_METHOD = "ruptures"
 
 @dataclass
 class Moved:
-    """One series' change at a commit (a row of an :class:`Alert`)."""
+    r"""One series' change at a commit (a row of an :class:`Alert`).
+
+    Args:
+        series: the series that moved.
+        change: its change.
+        regression: whether the change rose past the threshold.
+    """
     series: Series
     change: Change
     regression: bool
@@ -424,6 +429,7 @@ class Alert:
 
     @property
     def regression(self) -> bool:
+        """Whether any series rose past the threshold here."""
         return any(m.regression for m in self.moved)
 
 
