@@ -24,11 +24,6 @@ OPTIONAL = {
     "ogb": "ogbn-* datasets",
     "asv": "the asv benchmark suite",
 }
-# What a technique needs beyond gnnperf's own dependencies (import names):
-# the one declaration the n/a rules read (:func:`declared_na`). A variant's
-# n/a is accepted only where one of its techniques needs a package that is
-# in fact missing here, and its reason names it.
-TECHNIQUE_PACKAGES: dict[str, tuple[str, ...]] = {"cluster": ("pymetis",)}
 # The asv benchmarks (class names) that need a package no variant does.
 BENCHMARK_PACKAGES: dict[str, tuple[str, ...]] = {"OffloadGpuIdle": ("pynvml",)}
 # What pip installs for an import name, where the two differ (a reason may name either).
@@ -464,7 +459,7 @@ def declared_na(label: str, reason: str, device: torch.device | str,
     as ``gnnperf run`` names its rows) is a declared "cannot here" that holds
     on this machine; else the problem, one line. Declared: a pair the
     registry says cannot combine (:meth:`Variant.cannot_run_with`), a
-    package one of its techniques needs (:data:`TECHNIQUE_PACKAGES`) that
+    package one of its techniques needs (``Technique.needs_packages``) that
     :obj:`finder` cannot find and the reason names, or what a technique
     itself says it cannot do on :obj:`device` here (``unavailable_on``:
     ``compiled`` on a CPU without a C++ compiler). A reason that merely
@@ -481,8 +476,7 @@ def declared_na(label: str, reason: str, device: torch.device | str,
             return ""
     except GnnperfError as exc:  # a name this registry does not know
         return f"{label} n/a: {reason} ({exc})"
-    needs = [package for technique in spec.techniques
-             for package in TECHNIQUE_PACKAGES.get(technique.name, ())]
+    needs = [package for technique in spec.techniques for package in technique.needs_packages]
     if any(not finder(package) and _named(package, reason) for package in needs):
         return ""
     device = torch.device(device)
@@ -568,8 +562,7 @@ def asv_na_problem(benchmark: str, params: tuple, device: torch.device | str,
         except GnnperfError:
             continue
         row = f"{variant} [{models[0]}]" if models else variant
-        packages = " ".join(p for t in get_variant(variant).techniques
-                            for p in TECHNIQUE_PACKAGES.get(t.name, ()))
+        packages = " ".join(p for t in get_variant(variant).techniques for p in t.needs_packages)
         if not declared_na(row, f"needs {packages}" if packages else "", device, finder):
             return ""
     return f"{label} n/a with everything it declares present"
@@ -596,7 +589,8 @@ def judge_asv_run(proc, root: Path, commit: str, device: torch.device | str = "c
                              if len(wrong) > 5 else [])
     if problems:
         return FAIL, figure, "; ".join(problems)
-    missing = sorted({package for packages in (*TECHNIQUE_PACKAGES.values(),
+    from gnnperf.variants import TECHNIQUES
+    missing = sorted({package for packages in (*(t.needs_packages for t in TECHNIQUES.values()),
                                                *BENCHMARK_PACKAGES.values())
                       for package in packages if not finder(package)})
     return PASS, figure, (f"{len(na)} n/a, each declared: missing {', '.join(missing)}"

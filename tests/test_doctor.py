@@ -86,7 +86,7 @@ def test_without_a_cpp_compiler_the_compile_checks_are_skipped_with_the_fix(monk
 
 def test_an_na_passes_only_for_a_package_the_variant_declares_and_lacks(monkeypatch):
     # Finding 9: a reason that names an install is not enough. cluster
-    # declares pymetis (gnnperf.doctor.TECHNIQUE_PACKAGES): its n/a is a skip
+    # declares pymetis (its Technique.needs_packages): its n/a is a skip
     # where pymetis is missing; sampled declares nothing: its "pip install"
     # n/a fails the check, as does cluster's where pymetis imports.
     import gnnperf.doctor

@@ -368,6 +368,10 @@ class Technique:
     # Capabilities it needs of the model (gnnperf.models: BLOCKS, ...); a
     # model lacking one cannot run it, for the reason the model gives.
     needs_model: ClassVar[tuple[str, ...]] = ()
+    # Packages it needs beyond gnnperf's own dependencies (import names): its
+    # n/a is accepted only where one of them is in fact missing
+    # (gnnperf.doctor.declared_na).
+    needs_packages: ClassVar[tuple[str, ...]] = ()
 
     def apply(self, run: TrainingRun) -> None:
         raise NotImplementedError

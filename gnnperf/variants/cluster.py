@@ -54,6 +54,7 @@ class Cluster(Technique):
     recorded as ``edge_cut``.
     """
     name = "cluster"
+    needs_packages = ("pymetis",)
     order = 10
     makes_batches = True
 
