@@ -90,7 +90,7 @@ def robust_sigma(values: Sequence[float]) -> float:
     return sigma if sigma > 0 else float(np.std(values)) or 1.0
 
 
-def detect_ruptures(values: Sequence[float], *, penalty: float = 3.0, cost: str = "l1",
+def detect_ruptures(values: Sequence[float], *, penalty: float = 2.0, cost: str = "l1",
                     min_size: int = 3) -> list[int]:
     """ruptures' PELT (Killick et al. 2012) on log values scaled by their
     robust noise, with the penalty :obj:`penalty` x log(n) (BIC's form). The
@@ -122,7 +122,7 @@ DETECTORS: dict[str, tuple[Callable[..., list[int]], str]] = {
     "otava": (lambda v, w=None, **kw: detect_otava(v, **kw),
               "Apache Otava 0.8: E-divisive means with a t-test merge, p < 0.01"),
     "ruptures": (lambda v, w=None, **kw: detect_ruptures(v, **kw),
-                 "ruptures PELT, l1 cost on log values / robust sigma, penalty 3 log n"),
+                 "ruptures PELT, l1 cost on log values / robust sigma, penalty 2 log n"),
     "asv": (lambda v, w=None, **kw: detect_asv(v, w, **kw),
             "asv.step_detect as asv publish: Potts fit, detect_regressions"),
 }
