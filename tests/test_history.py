@@ -14,6 +14,7 @@ import ruptures  # noqa: F401
 import scipy.stats  # noqa: F401
 
 from gnnperf.cli import main
+from gnnperf.gate import history
 from gnnperf.gate.history import HistoryTooShort, find_changes, read_asv_results
 
 NOISE = 0.01  # 1% normal noise: a quiet runner's spread of one asv value
@@ -206,3 +207,23 @@ def test_history_command_exit_2_with_one_line_on_bad_input(tmp_path, capsys):
     assert err.count("\n") == 0 and "history too short" in err and "5 commits" in err
     assert main(["history", "--results", str(tmp_path), "--bench", "nothing-like-this"]) == 2
     assert "matches no series" in capsys.readouterr().err
+
+
+def test_the_study_injects_what_it_says_and_scores_it():
+    import importlib.util
+    import random
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "tools" / "history_study.py"
+    spec = importlib.util.spec_from_file_location("history_study", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    pool = [{"result": 1.0, "ci_99_a": 0.99, "ci_99_b": 1.01}]
+    values, weights, start, end = study.compose(pool, 60, "10 x +1% ramp", random.Random(0))
+    assert end == start + 9
+    assert values[start - 1] == 1.0 and values[start] == pytest.approx(1.01)
+    assert values[end] == values[-1] == pytest.approx(1.01 ** 10)
+    assert weights[end] == pytest.approx(2 / (0.02 * 1.01 ** 10))
+    assert study.compose(pool, 60, "A/A", random.Random(0))[0] == [1.0] * 60
+    ramp = history.Change(start + 1, end - 1, 1.1, 1.08, 1.12, 0.0, 1.0, 1.1)
+    elsewhere = history.Change(5, 5, 1.05, 1.02, 1.08, 0.0, 1.0, 1.05)
+    assert study.score([ramp, elsewhere], start, end, 2, 0.03) == (True, True, True, 1, 1, 1)
