@@ -59,7 +59,12 @@ class _Base(base.CachedFigures):
 
 
 class WorkMetrics(_Base):
-    """Work of one training step (the same batch each time, after warm-up)."""
+    """Work of one training step (the same batch each time, after warm-up).
+
+    The memory figures are the step's own device's (on a GPU the host's are
+    apart, never summed in). No asv ``version`` bump for that: the CPU
+    figures are unchanged, and a bump would restart every CPU history,
+    while no GPU results exist yet to mix with."""
 
     def track_aten_ops(self, cache, dataset, variant):
         return self.metrics["aten_ops"]

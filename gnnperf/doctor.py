@@ -154,7 +154,7 @@ class Doctor:
                                          self.device, warmup_epochs=WARMUP_EPOCHS)
             except GnnperfError as exc:  # a non-finite loss names its step here
                 # n/a only for what the variant declares and this machine lacks.
-                problem = (declared_na(label, str(exc), self.device) if is_unavailable(exc)
+                problem = (na_problem(label, str(exc), self.device) if is_unavailable(exc)
                            else str(exc))
                 checks.append(Check(f"train {label}", FAIL if problem else SKIP,
                                     reason=problem or str(exc)))
@@ -453,7 +453,7 @@ def _named(package: str, reason: str) -> bool:
     return package.lower() in reason or DISTRIBUTIONS.get(package, package).lower() in reason
 
 
-def declared_na(label: str, reason: str, device: torch.device | str,
+def na_problem(label: str, reason: str, device: torch.device | str,
                 finder: Callable[[str], bool] | None = None) -> str:
     """"" when the n/a of :obj:`label` (``variant`` or ``variant [model]``,
     as ``gnnperf run`` names its rows) is a declared "cannot here" that holds
@@ -543,7 +543,7 @@ def asv_na_problem(benchmark: str, params: tuple, device: torch.device | str,
                    finder: Callable[[str], bool] | None = None) -> str:
     """"" when an asv n/a is declared and holds here: its benchmark class
     needs a missing package (:data:`BENCHMARK_PACKAGES`), or its variant
-    (and model) parameters make a pair :func:`declared_na` accepts for a
+    (and model) parameters make a pair :func:`na_problem` accepts for a
     missing package or one that cannot combine; else the problem. asv keeps
     no reason with an n/a, so the reason is taken as naming the package."""
     finder = finder or importable
@@ -563,7 +563,7 @@ def asv_na_problem(benchmark: str, params: tuple, device: torch.device | str,
             continue
         row = f"{variant} [{models[0]}]" if models else variant
         packages = " ".join(p for t in get_variant(variant).techniques for p in t.needs_packages)
-        if not declared_na(row, f"needs {packages}" if packages else "", device, finder):
+        if not na_problem(row, f"needs {packages}" if packages else "", device, finder):
             return ""
     return f"{label} n/a with everything it declares present"
 

@@ -325,6 +325,19 @@ def built_env(tmp_path_factory) -> dict:
 
 
 @pytest.mark.xdist_group("asv-built-environment")
+def test_the_smokes_group_holds_under_xdist(request):
+    """The halves below share a worker only where pytest-xdist's loadgroup
+    honours ``xdist_group`` (it suffixes the node id with the group); with
+    pytest 9.2 it silently does not, and each half waits on the other's
+    environment preparation (pyproject pins pytest below it)."""
+    # xdist's worker sees its scheduler as the `loadgroup` option it sets.
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(request.config.option,
+                                                                "loadgroup", False):
+        pytest.skip("not under pytest-xdist's --dist loadgroup")
+    assert request.node.nodeid.endswith("@asv-built-environment"), request.node.nodeid
+
+
+@pytest.mark.xdist_group("asv-built-environment")
 @pytest.mark.parametrize("half", list(SMOKE_HALVES))
 def test_asv_quick_smoke(tmp_path, half, built_env):
     """``asv run --quick`` as a runner runs it: in asv's own environment

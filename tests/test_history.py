@@ -8,10 +8,12 @@ import subprocess
 
 import numpy as np
 import pytest
-# The detector's libraries load at collection, once (about a second on a busy
-# 2-core machine), not inside whichever test happens to run first.
-import ruptures  # noqa: F401
 import scipy.stats  # noqa: F401
+
+# The detector's library (an extra: test, bench) loads at collection, once
+# (about a second on a busy 2-core machine), not inside whichever test
+# happens to run first; without it the module skips with its install line.
+pytest.importorskip("ruptures", reason="pip install ruptures (gnnperf's bench extra)")
 
 from gnnperf.cli import main
 from gnnperf.gate import history
@@ -60,6 +62,16 @@ def test_an_improvement_is_a_change_but_not_a_regression():
 def test_too_short_a_history_says_so():
     with pytest.raises(HistoryTooShort, match="needs at least"):
         find_changes([1.0, 1.1, 1.0, 1.2])
+
+
+@pytest.mark.parametrize("bad", [0.0, -3.0, float("nan")])
+def test_a_figure_with_no_log_is_not_judged(bad):
+    # A change is a ratio: a percentage that reaches 0 or below (GPU idle,
+    # headroom) is named, not a traceback or a nonsense interval.
+    values = [10.0] * 12
+    values[5] = bad
+    with pytest.raises(history.NotJudged, match="not positive finite"):
+        find_changes(values)
 
 
 # ------------------------------------------------------ an asv results folder

@@ -31,13 +31,15 @@ JSON and log and the summary (``gpu-check.json``, ``gpu-check.md``) are
 written as each step ends; in the device tool's ``$OUT`` (the default
 ``--out`` where it is set), which brings back 8 files, the steps' files go
 into one archive beside the summary, rewritten after each step. Exit 0
-when every step ran and passed, 1 when one failed or was left, 2 on bad
-input. ``--device cpu`` runs the CPU-runnable parts; tests/test_gpu_check.py
+when every step ran and passed (on CPU the CUDA-only steps skip), 1 when
+one failed, was left, or on a GPU was skipped (a package missing), 2 on
+bad input. ``--device cpu`` runs the CPU-runnable parts; tests/test_gpu_check.py
 runs them, so the script cannot rot.
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import ctypes
 import importlib
 import importlib.util
@@ -267,12 +269,24 @@ def _missing_effects(plan: Plan, report: dict) -> list[str]:
     return lines
 
 
+def _step_json(path: Path, step: str, proc, missing: str = "no report"
+               ) -> tuple[dict | None, StepResult | None]:
+    """The JSON a step wrote, or the failure that says why there is none
+    usable (not written, or cut short: a killed step's half file)."""
+    try:
+        return json.loads(path.read_text()), None
+    except FileNotFoundError:
+        why = missing
+    except ValueError as exc:
+        why = f"unreadable {path.name} ({exc})"
+    return None, StepResult(step, FAIL, reason=f"{why} (exit {proc.returncode}): "
+                                                 f"{_tail(proc.stdout)}")
+
+
 def _judge_stack(plan: Plan, proc) -> StepResult:
-    path = plan.out / "stack.json"
-    if not path.is_file():
-        return StepResult("stack check", FAIL, reason=f"no report (exit {proc.returncode}): "
-                                                      f"{_tail(proc.stdout)}")
-    report = json.loads(path.read_text())
+    report, failure = _step_json(plan.out / "stack.json", "stack check", proc)
+    if failure:
+        return failure
     plan.modules.update({name: entry["ok"] for name, entry in report["modules"].items()})
     problems = [f"{name} missing ({report['modules'][name]['detail']})"
                 for name in (*GNNPERF_NEEDS, "gnnperf") if not report["modules"][name]["ok"]]
@@ -298,11 +312,9 @@ def _doctor_argv(plan: Plan) -> list[str]:
 
 
 def _judge_doctor(plan: Plan, proc) -> StepResult:
-    path = plan.out / "doctor.json"
-    if not path.is_file():
-        return StepResult("doctor", FAIL, reason=f"no report (exit {proc.returncode}): "
-                                                 f"{_tail(proc.stdout)}")
-    report = json.loads(path.read_text())
+    report, failure = _step_json(plan.out / "doctor.json", "doctor", proc)
+    if failure:
+        return failure
     checks = report["checks"]
     failed = [f"{c['name']} ({c['reason']})" if c["reason"] else c["name"]
               for c in checks if c["status"] == FAIL]
@@ -334,24 +346,23 @@ def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | No
                allow_chance: bool = False) -> Callable[[Plan, object], StepResult]:
     """A ``gnnperf run`` step passes when it exits 0, completes, gives a
     result for every variant asked for (n/a only where
-    :func:`gnnperf.doctor.declared_na` accepts it: a package the variant
+    :func:`gnnperf.doctor.na_problem` accepts it: a package the variant
     declares and this machine lacks, a pair that cannot combine, a
     technique's own "cannot on this device"), none at chance where its
     epochs are enough to judge, and :obj:`want` finds nothing wrong."""
     def judge(plan: Plan, proc) -> StepResult:
-        from gnnperf.doctor import declared_na
+        from gnnperf.doctor import na_problem
         path = plan.out / json_name
-        if not path.is_file():
-            return StepResult(name, FAIL, reason=f"no results (exit {proc.returncode}): "
-                                                 f"{_tail(proc.stdout)}")
-        doc = json.loads(path.read_text())
+        doc, failure = _step_json(path, name, proc, missing="no results")
+        if failure:
+            return failure
         failures = doc.get("failures", {})
         problems = [f"{variant}: {error}" for variant, error in failures.items()]
         if not doc.get("complete", False):
             problems.append("the run stopped before every variant had run")
         unavailable = doc.get("unavailable", {})
         problems += [problem for problem in (
-            declared_na(label, why, plan.device, plan.importable)
+            na_problem(label, why, plan.device, plan.importable)
             for label, why in unavailable.items()) if problem]
         measured = {_label(result) for result in doc.get("results", [])}
         config = doc.get("config", {})
@@ -371,7 +382,8 @@ def _judge_run(name: str, json_name: str, want: Callable[[dict], list[str]] | No
                 **({"compile_s": round(result["compile_s"], 2)}
                    if result.get("compile_s") is not None else {}),
                 **{key: result["extra"][key] for key in (
-                    "allreduce_share", "amp_dtype", "copy_ms_per_step", "world_size", "backend")
+                    "allreduce_share", "amp_dtype", "copy_ms_per_step", "pin_ms_per_step",
+                    "world_size", "backend")
                    if result["extra"].get(key) is not None}}
             if result.get("at_chance") and judged:
                 problems.append(f"{variant}: test accuracy {result['test_acc']:.3f} is at chance")
@@ -583,7 +595,10 @@ def asv_commit(root: Path, scratch: Path) -> tuple[Path, str, str]:
 
 
 def _asv_before(plan: Plan) -> str | None:
-    root, commit, reason = asv_commit(ROOT, Path(tempfile.mkdtemp(prefix="gpu-check-asv-")))
+    scratch = Path(tempfile.mkdtemp(prefix="gpu-check-asv-"))
+    # Its results are copied beside the summary by the judge; the copy goes.
+    atexit.register(shutil.rmtree, scratch, True)
+    root, commit, reason = asv_commit(ROOT, scratch)
     if reason:
         return reason
     _ASV.root, _ASV.commit = root, commit
@@ -726,7 +741,11 @@ def run_step(step: Step, plan: Plan, runner: Runner | None = None,
                     time.perf_counter() - start, command=command, log=log.name)
     seconds = time.perf_counter() - start
     proc = subprocess.CompletedProcess(argv, code, log.read_text(errors="replace"), "")
-    result = step.judge(plan, proc)
+    try:
+        result = step.judge(plan, proc)
+    except Exception as exc:  # noqa: BLE001 -- a judge's bug fails its step, not the check
+        result = done(FAIL, f"its output could not be judged ({type(exc).__name__}: {exc}); "
+                            f"see {log.name}")
     result.seconds, result.command, result.log, result.key = seconds, command, log.name, step.key
     return result
 
@@ -949,9 +968,13 @@ def main(argv: list[str] | None = None, runner: Runner | None = None) -> int:
     def summary(running: str | None) -> dict:
         failed = any(r.status == FAIL for r in results)
         rest = [key for key in selected if key not in {r.key for r in results}]
+        # On a GPU a skipped step (a package missing) left something
+        # unverified: not a pass. On CPU the CUDA-only steps skip by design.
+        unverified = plan.cuda and any(r.status == SKIP for r in results)
         doc = {"device": plan.device, "environment": _environment(plan),
                "plan": args.plan or "every step", "budget_s": args.budget_s,
-               "passed": not failed and not left and not rest, "failed": failed,
+               "passed": not failed and not left and not rest and not unverified,
+               "failed": failed, "unverified": unverified,
                "complete": not rest, "running": running,
                "seconds": _clock() - started, "left": left,
                "rerun": (f"tools/gpu_check.sh --device {plan.device} --only {','.join(left)}"

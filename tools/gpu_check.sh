@@ -17,7 +17,8 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 wheels="${GNNPERF_WHEELS:-$root/.gpu-wheels}"
 if compgen -G "$wheels/*.whl" >/dev/null &&
         ! "$python" -c 'import asv, asv_runner, pymetis' 2>/dev/null; then
-    site="${TMPDIR:-/tmp}/gnnperf-gpu-site"
+    # A folder of this run's own: two checks at once must not install into one.
+    site="$(mktemp -d "${TMPDIR:-/tmp}/gnnperf-gpu-site.XXXXXX")"
     # Built for the GPU image's Python: elsewhere it may not install, and the
     # stack check then names what is missing.
     if "$python" -m pip install -q --upgrade --no-index --no-deps --no-compile \

@@ -28,12 +28,14 @@ covers it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime
 import json
 import math
 import os
 import platform
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -121,6 +123,7 @@ def collect(args: argparse.Namespace) -> int:
             bench_dir, f"{BENCHMARK}-{index}")))
     rounds = max(int(getattr(b, "rounds", 1)) for _, _, b in cases)
     work = Path(tempfile.mkdtemp(prefix="history-pool-"))
+    atexit.register(shutil.rmtree, work, True)  # the graphs are scratch; the pool is --out
     os.chdir(work)  # setup_cache writes its graph files into the working directory
     started = time.time()
     # One setup_cache per `asv run`, shared by every value here: it makes the
@@ -220,7 +223,7 @@ def shrink(pool: list[dict], scale: float) -> list[dict]:
     return out
 
 
-def score(changes, start: int, end: int, tolerance: int, threshold: float
+def score(changes: list, start: int, end: int, tolerance: int, threshold: float
           ) -> tuple[bool, bool, bool, int, int, int]:
     """(found, found as one change, found past the threshold (what fails
     ``gnnperf history``), false regressions, false ones past the threshold,

@@ -5,11 +5,12 @@ comparison, and steps that landed unnoticed.
 The detectors are maintained libraries' (:data:`DETECTORS`); this module
 orders the points, turns a detector's change points into changes with a
 size and an interval, merges a drift spread over a few commits into one
-change, and groups the series that moved at the same commit. The reader of
-asv's results folder and the command live in :mod:`gnnperf.gate.history_cli`.
+change, and groups the series that moved at the same commit; below them,
+the reader of asv's results folder and the ``gnnperf history`` command.
 """
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,11 @@ MIN_POINTS = 8
 MERGE_WITHIN = 10
 
 
-class HistoryTooShort(GnnperfError):
+class NotJudged(GnnperfError):
+    """A series the detector cannot judge; the command lists it apart."""
+
+
+class HistoryTooShort(NotJudged):
     """A series with fewer points than the detector needs."""
 
 
@@ -199,6 +204,14 @@ def find_changes(values: Sequence[float], weights: Sequence[float | None] | None
     if len(values) < MIN_POINTS:
         raise HistoryTooShort(f"{len(values)} points; the {method} detector needs at least "
                               f"{MIN_POINTS}")
+    # The detectors work on log values (a change is a ratio): a zero, a
+    # negative or a non-finite figure (a percentage that can be 0 or below,
+    # e.g. track_gpu_idle_pct, track_headroom_pct) has no log.
+    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise NotJudged(f"{len(bad)} of its values are not positive finite numbers "
+                        f"(e.g. {bad[0]}): a change is a ratio; pick time_ benchmarks "
+                        f"with --bench")
     detector, _ = DETECTORS[method]
     try:
         points = detector(values, weights, **options)
@@ -481,7 +494,7 @@ def analyse(results: Results, pattern: str, *, method: str = DEFAULT_METHOD,
         try:
             changes = exact_changes(s) if s.exact else find_changes(
                 s.values, s.weights, method=method, **options)
-        except HistoryTooShort as exc:
+        except NotJudged as exc:
             short.append((s, str(exc)))
             continue
         for ch in changes:
@@ -539,7 +552,7 @@ def _size(change: Change) -> str:
 def format_text(results: Results, alerts: list[Alert], short: list[tuple[Series, str]],
                 header: str, failing: list[Alert], threshold: float) -> str:
     """What ``gnnperf history`` prints: one block per commit where something
-    changed, the regressions first in each block."""
+    changed, the series in it largest change first."""
     lines = [header]
     for a in alerts:
         label = "REGRESSION" if a in failing else ("regression" if a.regression else "change")
@@ -550,7 +563,7 @@ def format_text(results: Results, alerts: list[Alert], short: list[tuple[Series,
         for name, before, after, at in a.work:
             lines.append(f"  work metric moved: {name} {before:.6g} -> {after:.6g} at {at[:10]}")
     for s, why in short:
-        lines.append(f"not judged: {s.name}: too short ({why})")
+        lines.append(f"not judged: {s.name} ({why})")
     n_reg = len(failing)
     lines.append(f"{n_reg} regression{'s' if n_reg != 1 else ''} past {threshold:+.0%}"
                  if n_reg else f"no regression past {threshold:+.0%}")
@@ -573,7 +586,7 @@ def format_markdown(results: Results, alerts: list[Alert], short: list[tuple[Ser
                          f"{m.change.before:.4g} &rarr; {m.change.after:.4g} | "
                          f"{work if i == 0 else ''} |")
     for s, why in short:
-        lines.append(f"\nNot judged, too short: `{s.name}` ({why})")
+        lines.append(f"\nNot judged: `{s.name}` ({why})")
     lines.append("")
     lines.append(f"**{len(failing)} regression(s) past {threshold:+.0%}**" if failing
                  else f"No regression past {threshold:+.0%}.")
@@ -644,7 +657,7 @@ def add_parser(sub) -> None:
                         help="write the reviewer's table here (e.g. $GITHUB_STEP_SUMMARY)")
 
 
-def history_command(args) -> int:
+def history_command(args: argparse.Namespace) -> int:
     """``gnnperf history``: 0 no regression, 1 a regression past the
     threshold, 2 bad input (a :class:`GnnperfError`, one line)."""
     import json
@@ -661,7 +674,10 @@ def history_command(args) -> int:
     alerts, short, matched = analyse(results, args.bench, method=args.method,
                                      threshold=args.threshold, merge_within=args.merge_within)
     if short and len(short) == matched:  # nothing judged: never read as "no change"
-        s, _ = max(short, key=lambda x: len(x[0].values))
+        s, why = max(short, key=lambda x: len(x[0].values))
+        if len(s.values) >= MIN_POINTS:  # long enough, but not a figure a ratio applies to
+            raise GnnperfError(f"no series matching '{args.bench}' can be judged: {s.name}: "
+                               f"{why}")
         raise GnnperfError(
             f"history too short: {len(short)} series matching '{args.bench}', the longest "
             f"{len(s.values)} commits ({s.name}); the {args.method} detector needs at least "

@@ -370,7 +370,7 @@ class Technique:
     needs_model: ClassVar[tuple[str, ...]] = ()
     # Packages it needs beyond gnnperf's own dependencies (import names): its
     # n/a is accepted only where one of them is in fact missing
-    # (gnnperf.doctor.declared_na).
+    # (gnnperf.doctor.na_problem).
     needs_packages: ClassVar[tuple[str, ...]] = ()
 
     def apply(self, run: TrainingRun) -> None:
