@@ -31,6 +31,8 @@ try:
 except ImportError:  # Python 3.10: pip's own copy of tomli, what tomllib became
     from pip._vendor import tomli as tomllib
 
+from conftest import ASV_BUILT_ENVIRONMENT  # the smoke's xdist group, run a third of the way in
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.asv
 
@@ -324,7 +326,7 @@ def built_env(tmp_path_factory) -> dict:
     return built
 
 
-@pytest.mark.xdist_group("asv-built-environment")
+@pytest.mark.xdist_group(ASV_BUILT_ENVIRONMENT)
 def test_the_smokes_group_holds_under_xdist(request):
     """The halves below share a worker only where pytest-xdist's loadgroup
     honours ``xdist_group`` (it suffixes the node id with the group); with
@@ -334,10 +336,10 @@ def test_the_smokes_group_holds_under_xdist(request):
     if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(request.config.option,
                                                                 "loadgroup", False):
         pytest.skip("not under pytest-xdist's --dist loadgroup")
-    assert request.node.nodeid.endswith("@asv-built-environment"), request.node.nodeid
+    assert request.node.nodeid.endswith(f"@{ASV_BUILT_ENVIRONMENT}"), request.node.nodeid
 
 
-@pytest.mark.xdist_group("asv-built-environment")
+@pytest.mark.xdist_group(ASV_BUILT_ENVIRONMENT)
 @pytest.mark.parametrize("half", list(SMOKE_HALVES))
 def test_asv_quick_smoke(tmp_path, half, built_env):
     """``asv run --quick`` as a runner runs it: in asv's own environment
