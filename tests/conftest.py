@@ -51,24 +51,21 @@ def pytest_configure(config):
     _build_asv_environment_in_background(config)
 
 
-#: The tests that run in asv's own environment (test_asv_suite.py's smoke,
-#: an xdist group): a third of the way through the run rather than at its
-#: start, so the environment's build (begun when the run begins, where it
-#: is absent) is done by the time they need it, instead of a worker idling
-#: on it while the other runs the rest.
-ASV_BUILT_ENVIRONMENT = "asv-built-environment"
+#: The tests that run in asv's own environment (test_asv_suite.py's
+#: smoke): a third of the way through the run rather than at its start, so
+#: the environment's build (begun when the run begins, where it is absent)
+#: is done by the time they need it, instead of a worker idling on it while
+#: the other runs the rest.
+IN_ASV_BUILT_ENVIRONMENT = "test_asv_quick_smoke"
 
 
 def pytest_collection_modifyitems(config, items):
-    grouped = [item for item in items
-               if any(mark.args[:1] == (ASV_BUILT_ENVIRONMENT,)
-                      or mark.kwargs.get("name") == ASV_BUILT_ENVIRONMENT
-                      for mark in item.iter_markers("xdist_group"))]
-    if not grouped or len(grouped) == len(items):
+    moved = [item for item in items if getattr(item, "originalname", None) == IN_ASV_BUILT_ENVIRONMENT]
+    if not moved or len(moved) == len(items):
         return
-    rest = [item for item in items if item not in grouped]
+    rest = [item for item in items if getattr(item, "originalname", None) != IN_ASV_BUILT_ENVIRONMENT]
     at = len(rest) // 3
-    items[:] = rest[:at] + grouped + rest[at:]
+    items[:] = rest[:at] + moved + rest[at:]
 
 
 def _build_asv_environment_in_background(config) -> None:

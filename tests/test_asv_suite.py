@@ -31,7 +31,6 @@ try:
 except ImportError:  # Python 3.10: pip's own copy of tomli, what tomllib became
     from pip._vendor import tomli as tomllib
 
-from conftest import ASV_BUILT_ENVIRONMENT  # the smoke's xdist group, run a third of the way in
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.asv
@@ -217,9 +216,11 @@ def test_asv_check(asv_conf):
     assert "No problems found" in out.stdout
 
 
-# The quick run in two halves, one after the other on one pytest-xdist
-# worker (a group), while the other worker runs the rest: no worker waits
-# on the other's environment preparation, and a failing half names its area.
+# The quick run in two halves, which pytest-xdist runs on its two workers at
+# once, a third of the way through the run (tests/conftest.py), by when the
+# background build of asv's environment is done: a single run would be the
+# suite's longest test, and a failing half names its area. Not an xdist
+# group: pytest-xdist starts its groups first, where the build is not done.
 # The second pattern is the first's complement, so together they run every
 # benchmark once, as one `asv run --quick` does.
 SMOKE_HALVES = {"training": r"^training\.", "other areas": r"^(?!training\.)"}
@@ -326,20 +327,6 @@ def built_env(tmp_path_factory) -> dict:
     return built
 
 
-@pytest.mark.xdist_group(ASV_BUILT_ENVIRONMENT)
-def test_the_smokes_group_holds_under_xdist(request):
-    """The halves below share a worker only where pytest-xdist's loadgroup
-    honours ``xdist_group`` (it suffixes the node id with the group); with
-    pytest 9.2 it silently does not, and each half waits on the other's
-    environment preparation (pyproject pins pytest below it)."""
-    # xdist's worker sees its scheduler as the `loadgroup` option it sets.
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(request.config.option,
-                                                                "loadgroup", False):
-        pytest.skip("not under pytest-xdist's --dist loadgroup")
-    assert request.node.nodeid.endswith(f"@{ASV_BUILT_ENVIRONMENT}"), request.node.nodeid
-
-
-@pytest.mark.xdist_group(ASV_BUILT_ENVIRONMENT)
 @pytest.mark.parametrize("half", list(SMOKE_HALVES))
 def test_asv_quick_smoke(tmp_path, half, built_env):
     """``asv run --quick`` as a runner runs it: in asv's own environment

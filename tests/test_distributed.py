@@ -430,3 +430,15 @@ def test_world_size_one_launches_a_rank_and_without_it_ddp_trains_in_process(mon
     assert capsys.readouterr().err.strip() == (
         "gnnperf: error: --world-size 1 applies to ddp variants and none is given; add one "
         "(e.g. --variants baseline,ddp) or drop --world-size")
+
+
+@TWO_RANKS
+def test_the_rank_tests_group_holds_under_xdist(request):
+    """The rank tests share a worker only where pytest-xdist's loadgroup
+    honours ``xdist_group`` (it suffixes the node id with the group); with
+    pytest 9.2 it silently does not (pyproject pins pytest below it)."""
+    # xdist's worker sees its scheduler as the `loadgroup` option it sets.
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(request.config.option,
+                                                                "loadgroup", False):
+        pytest.skip("not under pytest-xdist's --dist loadgroup")
+    assert request.node.nodeid.endswith("@two-ranks"), request.node.nodeid
