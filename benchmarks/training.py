@@ -243,15 +243,17 @@ class OffloadGpuIdle(_OffloadEpoch):
 class Headroom(_PerVariant):
     """How far a whole epoch (batch making included) is from this machine's
     roofs: 100 minus its roofline % (:mod:`gnnperf.measure.roofline`: the time the
-    epoch's counted FLOPs and bytes need at the roofs over its median time),
+    epoch's counted FLOPs and compulsory bytes need at the roofs over its
+    median time),
     so a rise is the regression. The work is counted in one untimed epoch;
     compiled variants count their eager equivalent (the same maths). On a
     GPU only the device's work is held to its roofs (an offload variant's
     host work and copies apart); a commit whose work count cannot split
     them is n/a there."""
     # 2: on a GPU, device work only, and roofs without launch-bound ladder
-    # points (issue 47).
-    version = "2"
+    # points (issue 47). 3: the bound is the compulsory traffic's (each
+    # memory touched once), no longer the operators' traffic (issue 48).
+    version = "3"
 
     def make(self, cache, dataset, variant):
         roofs = compat.gnnperf_name("measure.roofline.cached_roofs",

@@ -16,6 +16,8 @@ from gnnperf.io import write_atomic
 if TYPE_CHECKING:
     from gnnperf.variants import TrainConfig
 
+from gnnperf.measure.convergence import DEFAULT_TARGET_SHARE
+
 DEFAULT_DATASET = "cora"  # the tutorial's graph, bundled with the package
 DATASET_HELP = ("cora, citeseer (bundled), synthetic-cora, synthetic-1m, ..., "
                 "synthetic:nodes=N,degree=D,features=F,classes=C, a graph.pt file (a saved PyG "
@@ -105,8 +107,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cluster: METIS parts (default: %(default)s)")
     run.add_argument("--cluster-batch", type=int, default=defaults.cluster_batch,
                      help="cluster: parts per batch (default: %(default)s)")
-    run.add_argument("--seed", type=int, default=defaults.seed,
-                     help="seed of the weights, dropout, sampling and synthetic graphs")
+    run.add_argument("--seed", type=int,
+                     help=f"seed of the weights, dropout, sampling and synthetic graphs "
+                          f"(default: {defaults.seed})")
+    run.add_argument("--seeds", type=_int_list,
+                     help="train every variant once per seed (e.g. 0,1,2): time to accuracy "
+                          "as the median and spread over them; the table's other figures are "
+                          "the first seed's, the synthetic graph is the first seed's "
+                          "(replaces --seed)")
+    run.add_argument("--target-acc", type=float,
+                     help="time to accuracy: the validation accuracy to reach (default: "
+                          "--target-share of the reference's best)")
+    run.add_argument("--target-share", type=float, default=DEFAULT_TARGET_SHARE,
+                     help="time to accuracy without --target-acc: this share of the "
+                          "reference variant's best validation accuracy (default: %(default)s)")
+    run.add_argument("--no-time-to-accuracy", action="store_true",
+                     help="no evaluation after every epoch, no time to accuracy: for a graph "
+                          "whose full-graph evaluation costs more than its epochs")
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1, the steadiest on small machines)")
     run.add_argument("--world-size", type=int, default=None,
@@ -161,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub)
     from gnnperf.gate import history
     history.add_parser(sub)
+    from gnnperf import asv_init
+    asv_init.add_parser(sub)
     return parser
 
 
@@ -174,13 +193,15 @@ class RunPlan:
     """What ``gnnperf run`` will measure, every option checked before the
     dataset loads and anything trains: the configuration, the models, the
     parsed variants, the (model, variant) pairs that run and the pairs that
-    cannot (label -> the registry's reason), and the reference variant."""
+    cannot (label -> the registry's reason), the reference variant and the
+    seeds each pair trains with."""
     config: "TrainConfig"
     models: list[str]
     specs: list["Variant"]
     pairs: list[tuple[str, "Variant"]]
     cannot: dict[str, str]
     reference: str
+    seeds: list[int]
 
     @property
     def variants(self) -> list[str]:
@@ -198,7 +219,7 @@ def _train_config(args: argparse.Namespace):
                        saint_min_count=args.saint_min_count,
                        saint_max_coverage=args.saint_max_coverage,
                        cluster_parts=args.cluster_parts, cluster_batch=args.cluster_batch,
-                       seed=args.seed)
+                       seed=_seeds(args)[0])
 
 
 def plan_run(args: argparse.Namespace) -> RunPlan:
@@ -209,11 +230,14 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     from gnnperf.data import check_dataset_name
     from gnnperf.measure.runner import result_label
     from gnnperf.models import parse_models
+    from gnnperf.measure.convergence import check_target
     from gnnperf.variants import get_variant, model_pairs, standard_variants
 
     config = _train_config(args)
     models = parse_models(args.model)
     config.validate()
+    seeds = _seeds(args)
+    check_target(args.target_acc, args.target_share)
     explicit = args.variants is not None
     specs = [get_variant(name) for name in
              (args.variants.split(",") if explicit else standard_variants()) if name.strip()]
@@ -243,7 +267,24 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if config.amp_dtype != "auto" and not any(spec.uses("amp") for spec in specs):
         raise GnnperfError(f"--amp-dtype {config.amp_dtype} applies to amp variants and none "
                            f"is given; add one (e.g. --variants amp) or drop --amp-dtype")
-    return RunPlan(config, models, specs, pairs, cannot, reference)
+    return RunPlan(config, models, specs, pairs, cannot, reference, seeds)
+
+
+def _seeds(args: argparse.Namespace) -> list[int]:
+    """The seeds every variant trains with: ``--seeds``, else ``--seed``."""
+    if getattr(args, "seeds", None) is None:
+        return [args.seed if args.seed is not None else _train_config_defaults().seed]
+    if args.seed is not None:
+        raise GnnperfError("give --seed or --seeds, not both (--seeds 0,1,2 replaces --seed)")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise GnnperfError(f"--seeds {','.join(map(str, args.seeds))} repeats a seed; "
+                           f"give each once")
+    return list(args.seeds)
+
+
+def _train_config_defaults():
+    from gnnperf.variants import TrainConfig
+    return TrainConfig()
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -259,51 +300,76 @@ def run_command(args: argparse.Namespace) -> int:
     plan = _drop_what_cannot_run_on(plan, device, rank0)
     set_threads(args.threads)
     tuned = args.tune_malloc and tune_allocator()
-    dataset = load_dataset(args.dataset, args.root, seed=args.seed, download=args.download)
+    # One graph for every seed: the seeds vary the weights, dropout and sampling.
+    dataset = load_dataset(args.dataset, args.root, seed=plan.seeds[0], download=args.download)
     measure = _PairMeasurer(args, plan, dataset, device, torchrun, rank0)
+    seeds = "seed" + (f"s {','.join(map(str, plan.seeds))}" if len(plan.seeds) > 1
+                      else f" {plan.seeds[0]}")
     print(f"dataset {dataset.name}: {dataset.num_nodes} nodes, {dataset.num_edges} edges, "
           f"{dataset.num_features} features; model {', '.join(plan.models)}; device {device}; "
           f"{args.epochs} epochs "
-          f"({args.warmup} warm-up); seed {args.seed}; {set_threads(None)} thread(s)",
+          f"({args.warmup} warm-up); {seeds}; {set_threads(None)} thread(s)",
           file=sys.stderr)
     env, roofs, run_config = _run_metadata(args, plan, dataset, device, tuned, backend, torchrun)
     results, failures, unavailable = [], {}, dict(plan.cannot)
+
+    def first_seed() -> list:
+        return [r for r in results if r.seed == plan.seeds[0]]
 
     def save(complete: bool) -> None:
         # Rewritten atomically after every variant: a crash or a kill keeps
         # what finished, in a valid document marked incomplete.
         if args.json:
             payload = report.to_json(results, env, run_config, failures, plan.reference,
-                                     complete, unavailable)
+                                     complete, unavailable, accuracy=time_to_accuracy)
             write_atomic(args.json, payload.encode())
 
+    time_to_accuracy = None
     save(complete=False)
-    progress = tqdm(total=len(plan.pairs) * args.epochs, unit="epoch", disable=args.no_progress,
-                    file=sys.stderr)
-    for model, variant in plan.pairs:
-        label = result_label(variant.name, model)
-        progress.set_description(label)
-        try:
-            result = measure(variant, replace(plan.config, model=model), progress)
-            results.append(with_roofline(result, roofs))
-        except GnnperfError as exc:
-            if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
-                unavailable[label] = str(exc)
-                progress.write(f"n/a: {label}: {exc}", file=sys.stderr)
-            else:
-                failures[label] = str(exc)
-                progress.write(f"error: {exc}", file=sys.stderr)
-        save(complete=False)
+    progress = tqdm(total=len(plan.pairs) * args.epochs * len(plan.seeds), unit="epoch",
+                    disable=args.no_progress, file=sys.stderr)
+    for seed in plan.seeds:
+        for model, variant in plan.pairs:
+            label = result_label(variant.name, model)
+            if label in failures or label in unavailable:
+                progress.update(args.epochs)  # failed or n/a with an earlier seed
+                continue
+            progress.set_description(label if len(plan.seeds) == 1 else f"{label} seed {seed}")
+            try:
+                result = measure(variant, replace(plan.config, model=model, seed=seed), progress)
+                results.append(with_roofline(result, roofs))
+            except GnnperfError as exc:
+                if is_unavailable(exc):  # cannot here, for a declared reason: n/a, not a failure
+                    unavailable[label] = str(exc)
+                    progress.write(f"n/a: {label}: {exc}", file=sys.stderr)
+                else:
+                    failures[label] = (str(exc) if len(plan.seeds) == 1
+                                       else f"seed {seed}: {exc}")
+                    progress.write(f"error: {exc}", file=sys.stderr)
+            save(complete=False)
     progress.close()
 
-    print(report.format_table(results, failures, reference=plan.reference,
+    # A variant that failed with a later seed keeps no row of an earlier one.
+    results[:] = [r for r in results if r.label not in failures]
+    print(report.format_table(first_seed(), failures, reference=plan.reference,
                               unavailable=unavailable))
+    # The reference of the first model sets the default target for every model.
+    time_to_accuracy = report.time_to_accuracy(results, result_label(plan.reference,
+                                                                     plan.models[0]),
+                                               args.target_acc, args.target_share)
+    if time_to_accuracy is not None:
+        print()
+        print(report.format_time_to_accuracy(time_to_accuracy))
+    elif results and not args.no_time_to_accuracy:
+        print(f"\ntime to accuracy: n/a: no target (the reference {plan.reference} did not run "
+              f"here); give --target-acc or add {plan.reference} to --variants")
     save(complete=True)
     title = f"{dataset.name} on {env['device_name']}"
     if args.plot and results:
-        report.plot(results, args.plot, title=title, roofs=roofs)
+        report.plot(first_seed(), args.plot, title=title, roofs=roofs,
+                    convergence=results, target=time_to_accuracy)
     if args.timeline and results:
-        report.plot_timeline(results, args.timeline, title=f"memory over training: {title}")
+        report.plot_timeline(first_seed(), args.timeline, title=f"memory over training: {title}")
     return 1 if failures else 0
 
 
@@ -362,7 +428,7 @@ class _PairMeasurer:
                  torchrun: bool, rank0: bool) -> None:
         self.args, self.pairs, self.dataset, self.device = args, plan.pairs, dataset, device
         self.torchrun, self.rank0 = torchrun, rank0
-        self.launched: dict[str, dict] = {}  # model -> its ddp variants' results
+        self.launched: dict[tuple, dict] = {}  # (model, seed) -> its ddp variants' results
 
     def __call__(self, variant, config, progress):
         from gnnperf import distributed
@@ -372,21 +438,22 @@ class _PairMeasurer:
         # one-GPU machine can check (its own process, set_device, NCCL).
         if variant.data_parallel and args.world_size is not None:
             model = config.model
-            if model not in self.launched:  # the model's first ddp variant: all of them
+            if (model, config.seed) not in self.launched:  # the first ddp variant: all of them
                 # Local ranks share this machine's threads; a ddp variant
                 # named twice is launched once (dict keeps the order).
                 group = list(dict.fromkeys(v for m, v in self.pairs
                                            if m == model and v.data_parallel))
-                self.launched[model] = distributed.measure_each_data_parallel(
+                self.launched[model, config.seed] = distributed.measure_each_data_parallel(
                     group, args.world_size, self.dataset, config, str(self.device),
                     args.warmup, max(1, args.threads // args.world_size), args.backend)
-            result = self.launched[model][variant]
+            result = self.launched[model, config.seed][variant]
             progress.update(args.epochs)
             if isinstance(result, GnnperfError):
                 raise result
             return result
         result = measure_variant(variant, self.dataset, config, self.device, args.warmup,
-                                 on_epoch=lambda: progress.update(1))
+                                 on_epoch=lambda: progress.update(1),
+                                 track_accuracy=not args.no_time_to_accuracy)
         if variant.data_parallel and self.torchrun:
             ranks = distributed.gather_to_rank0(result)
             return distributed.combine_ranks(ranks) if self.rank0 else result
@@ -400,7 +467,7 @@ def _run_metadata(args: argparse.Namespace, plan, dataset, device, tuned: bool, 
     from gnnperf.fingerprint import environment
     from gnnperf.measure.roofline import cached_roofs
 
-    env = environment(args.seed, device, tuned)
+    env = environment(plan.seeds[0], device, tuned)
     env["dataset"] = dataset.identity()
     # Measured once per device, thread count and torch, then cached.
     roofs = cached_roofs(device)
@@ -409,7 +476,9 @@ def _run_metadata(args: argparse.Namespace, plan, dataset, device, tuned: bool, 
     # The models are listed apart ("models"); each result names its own.
     run_config = {**{k: v for k, v in asdict(plan.config).items() if k != "model"},
                   "dataset": dataset.name, "warmup_epochs": args.warmup,
-                  "variants": plan.variants, "models": plan.models, "world_size": world,
+                  "variants": plan.variants, "models": plan.models, "seeds": plan.seeds,
+                  "target_acc": args.target_acc, "target_share": args.target_share,
+                  "world_size": world,
                   "backend": backend, "launch": "torchrun" if torchrun else "local"}
     return env, roofs, run_config
 
@@ -496,9 +565,10 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 
 def _gate_commands() -> dict:
+    from gnnperf.asv_init import asv_init_command
     from gnnperf.gate.cli import COMMANDS as GATE_COMMANDS
     from gnnperf.gate.history import history_command
-    return {**GATE_COMMANDS, "history": history_command}
+    return {**GATE_COMMANDS, "history": history_command, "asv-init": asv_init_command}
 
 
 COMMANDS = {"run": run_command, "sampler": sampler_command, "roofs": roofs_command,

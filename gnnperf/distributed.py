@@ -160,6 +160,16 @@ def _measure_rank(variants: tuple, dataset, config, device_name: str, warmup: in
         dist.destroy_process_group()
 
 
+def _slowest_clock(results: list) -> dict | None:
+    """Rank 0's accuracy curve (every rank holds the same model) on the
+    clock of the slowest rank, epoch by epoch: a step waits for all."""
+    curves = [r.convergence for r in results]
+    if any(curve is None for curve in curves):
+        return None
+    return {**curves[0], "setup_s": max(c["setup_s"] for c in curves),
+            "epoch_s": [max(epoch) for epoch in zip(*(c["epoch_s"] for c in curves))]}
+
+
 def combine_ranks(results: list, reference_epoch_s: float | None = None):
     """One result from every rank's: the epoch takes the slowest rank's time,
     throughput counts every rank's seeds and edges, and with a one-rank
@@ -189,6 +199,7 @@ def combine_ranks(results: list, reference_epoch_s: float | None = None):
              "one_rank_epoch_ms": reference_epoch_s * 1e3 if reference_epoch_s else None}
     extra.pop("rank", None)
     return dataclasses.replace(results[0], epoch_time=slowest.epoch_time,
+                               convergence=_slowest_clock(results),
                                seed_nodes_per_s=seeds / seconds,
                                sampled_edges_per_s=None if edges is None else edges / seconds,
                                extra=extra)

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Sequence
 
 from tabulate import tabulate
 
 from gnnperf.io import write_atomic
+from gnnperf.measure.convergence import (DEFAULT_TARGET_SHARE, Convergence, TimeToAccuracy,
+                                         compare_runs)
 from gnnperf.measure.runner import SamplerThroughput, VariantResult, label_parts
 from gnnperf.models import DEFAULT_MODEL
 
@@ -58,6 +61,7 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "roofline_pct": (r.roofline or {}).get("roofline_pct"),
             "bound": (r.roofline or {}).get("bound"),
             "intensity_flop_per_byte": (r.roofline or {}).get("intensity_flop_per_byte"),
+            "traffic_over_compulsory": (r.roofline or {}).get("traffic_over_compulsory"),
         })
     return rows
 
@@ -91,12 +95,13 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               "n/a" if row["roofline_pct"] is None
               else f"{row['roofline_pct']:.{1 if row['roofline_pct'] >= 1 else 2}f} "
                    f"({row['bound']})",
+              fmt(row["traffic_over_compulsory"], ".1f"),
               mean_max(row["gpu_util_pct"], ".0f"),
               mean_max(row["gpu_power_w"], ".0f")]
              for row in rows]
     headers = ["variant", "model", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
                "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
-               "roofline % (bound)", "GPU util % mean/max", "GPU W mean/max"]
+               "roofline % (bound)", "op traffic / compulsory", "GPU util % mean/max", "GPU W mean/max"]
     if any(row["world_size"] for row in rows):  # ddp variants ran: their columns
         headers += ["ranks", "all-reduce share", "scaling eff. (strong)"]
         for line, row in zip(table, rows):
@@ -116,9 +121,11 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
             line.pop(1)
     text_note = ""
     if any(row["roofline_pct"] is not None for row in rows):
-        text_note = ("roofline %: the time a step's counted FLOPs and bytes need at this "
-                     "machine's roofs (gnnperf roofs) over its median time; the bound is what "
-                     "limits it there")
+        text_note = ("roofline %: the time no implementation of a step can beat at this "
+                     "machine's roofs (gnnperf roofs: its FLOPs at the peak, its compulsory "
+                     "traffic, each memory touched once, at the copy bandwidth) over its median "
+                     "time, at most 100; op traffic / compulsory: what its operators move one "
+                     "by one over that (what fusing them could save)")
     notes = dict.fromkeys(r.roofline_note for r in results if r.roofline_note)
     if notes:  # n/a roofline figures say why, once
         text_note = "\n".join(([text_note] if text_note else []) + list(notes))
@@ -131,6 +138,47 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
             f"warning: {r.label} trained to chance: test accuracy {r.test_acc:.3f}, a "
             f"majority-class guess scores {r.chance_acc:.3f}" for r in chance)
     return text
+
+
+def time_to_accuracy(results: Sequence[VariantResult], reference: str = "baseline",
+                     target_acc: float | None = None,
+                     share: float = DEFAULT_TARGET_SHARE) -> TimeToAccuracy | None:
+    """The time to accuracy of every variant over its seeds' runs
+    (:func:`~gnnperf.measure.convergence.compare_runs`); :obj:`None` when no
+    result tracked its accuracy or no target can be set."""
+    runs: dict[str, list] = {}
+    for r in results:
+        if r.convergence is not None:
+            runs.setdefault(r.label, []).append(
+                (r.seed, Convergence(**r.convergence), r.epoch_time.median))
+    if not runs:
+        return None
+    return compare_runs(runs, reference, target_acc, share)
+
+
+def format_time_to_accuracy(race: TimeToAccuracy) -> str:
+    """The time-to-accuracy table and its one-line verdict: per variant the
+    median seconds to the target over the seeds (one-off work included,
+    evaluation not), their range, the seeds that reached it, the epoch and
+    the test accuracy there; "not reached", never a time, where it was not."""
+    def seconds(value: float | None) -> str:
+        return "not reached" if value is None else f"{value:.2f}"
+
+    table = []
+    for row in sorted(race.rows, key=lambda r: (r.median_s is None, r.median_s or 0.0)):
+        spread, epochs = row.spread, [e for e in row.epochs if e is not None]
+        reached = row.median_s is not None  # a row not reached shows no figure of it
+        table.append([row.label, seconds(row.median_s),
+                      f"{spread[0]:.2f}-{spread[1]:.2f}" if reached and len(row.seeds) > 1
+                      else "",
+                      f"{row.reached}/{len(row.seeds)}",
+                      str(statistics.median_low(epochs)) if reached else "",
+                      f"{row.median_test_acc:.3f}" if reached else "",
+                      f"{row.epoch_s * 1e3:.2f}", f"{row.setup_s:.2f}", f"{row.eval_s:.2f}"])
+    headers = ["variant", "s to target (median)", "range s", "reached", "epoch",
+               "test acc there", "epoch ms", "one-off s", "eval s (apart)"]
+    text = tabulate(table, headers=headers, disable_numparse=True)
+    return f"target: {race.target.rule}\n{text}\n{race.verdict()}"
 
 
 def format_sampler(result: SamplerThroughput, dataset) -> str:
@@ -157,11 +205,17 @@ def format_sampler(result: SamplerThroughput, dataset) -> str:
 
 def to_json(results: Sequence[VariantResult], env: dict, config: dict,
             failures: dict[str, str] | None = None, reference: str = "baseline",
-            complete: bool = True, unavailable: dict[str, str] | None = None) -> str:
+            complete: bool = True, unavailable: dict[str, str] | None = None,
+            accuracy: TimeToAccuracy | None = None) -> str:
     """The run as one JSON document; :obj:`complete` is False while variants
     of ``config["variants"]`` are still to run (or the run was cut short).
     ``failures`` failed; ``unavailable`` cannot run here (the reason names
-    the fix, e.g. an optional dependency to install)."""
+    the fix, e.g. an optional dependency to install). ``results`` holds
+    every seed's runs, ``comparison`` the first seed's rows,
+    ``time_to_accuracy`` the runs' time to the target (:obj:`None` until
+    the run is complete)."""
+    seeds = [r.seed for r in results]
+    first = [r for r in results if r.seed == seeds[0]] if seeds else []
     from gnnperf.schemas import SCHEMA_VERSION
     return json.dumps({
         "schema_version": SCHEMA_VERSION,  # the format: gnnperf/schemas/run.json
@@ -170,9 +224,10 @@ def to_json(results: Sequence[VariantResult], env: dict, config: dict,
         "config": config,
         "results": [r.to_dict() for r in results],
         "reference": reference,
-        "comparison": comparison_rows(results, reference),
+        "comparison": comparison_rows(first, reference),
         "failures": failures or {},
         "unavailable": unavailable or {},
+        "time_to_accuracy": accuracy.to_dict() if accuracy is not None else None,
     }, indent=2)
 
 
@@ -215,18 +270,29 @@ def _sparse_log_ticks(axis) -> None:
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=None):
+def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=None,
+                      convergence: Sequence[VariantResult] = (),
+                      target: TimeToAccuracy | None = None):
     """The comparison as one figure: time per epoch against peak memory (log
     axes, one marker per variant, the legend outside the data), the roofline
     (:func:`roofline_axes`, where the results have roofline figures), and the
     hands-on chapter's summary chart below (time per epoch and peak memory
     per variant as bars on linear axes from zero: a bar's height is its
     value, so twice as tall is twice as slow; the scatter above keeps log
-    axes, where points, not bar lengths, carry the values)."""
+    axes, where points, not bar lengths, carry the values); with
+    :obj:`convergence` (results that tracked their accuracy, any seeds),
+    the validation accuracy against training time below them
+    (:func:`convergence_axes`)."""
     plt = _pyplot()
     points = [r for r in results if r.step_peak_bytes]
-    fig, ((ax, ax_roof), (ax_time, ax_memory)) = plt.subplots(
-        2, 2, figsize=(17, 13), dpi=100, gridspec_kw={"height_ratios": [1.25, 1]})
+    curves = [r for r in convergence if r.convergence]
+    rows = 3 if curves else 2
+    fig = plt.figure(figsize=(17, 13 + 7 * (rows == 3)), dpi=100)
+    grid = fig.add_gridspec(rows, 2, height_ratios=[1.25, 1, 1.1][:rows])
+    ax, ax_roof = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    ax_time, ax_memory = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
+    if curves:
+        convergence_axes(fig.add_subplot(grid[2, :]), [r.label for r in points], curves, target)
     for index, r in enumerate(points):
         ax.scatter(r.step_peak_bytes / MIB, r.epoch_time.median * 1e3, s=70,
                    edgecolors="black", linewidths=0.5, **style(index),
@@ -275,12 +341,49 @@ def comparison_figure(results: Sequence[VariantResult], title: str = "", roofs=N
     return fig
 
 
+def convergence_axes(ax, order: Sequence[str], curves: Sequence[VariantResult],
+                     target: TimeToAccuracy | None) -> None:
+    """Validation accuracy against training seconds (log axis: one-off work
+    included, evaluation not) per variant, each seed's run a line in the
+    variant's colour (the colours of :obj:`order`, the other panels'), the
+    point where it first reached the target marked, the target drawn."""
+    labels = list(dict.fromkeys([*order, *(r.label for r in curves)]))
+    named: set[str] = set()
+    for r in curves:
+        curve = Convergence(**r.convergence)
+        look = style(labels.index(r.label))
+        ax.plot(curve.elapsed(), curve.val_acc, lw=1.3, color=look["color"], alpha=0.85,
+                label=None if r.label in named else r.label)
+        named.add(r.label)
+        hit = curve.reached(target.target.accuracy) if target is not None else None
+        if hit is not None:
+            ax.scatter(hit.seconds, curve.val_acc[hit.epoch - 1], s=60, zorder=3,
+                       edgecolors="black", linewidths=0.5, **look)
+    if target is not None:
+        ax.axhline(target.target.accuracy, color="0.3", ls="--", lw=1)
+        ax.annotate(f"target: {target.target.rule}", (0.01, target.target.accuracy),
+                    xycoords=("axes fraction", "data"), fontsize=8, color="0.2",
+                    xytext=(0, 4), textcoords="offset points")
+    ax.set_xscale("log")
+    _sparse_log_ticks(ax.xaxis)
+    ax.set_xlabel("training seconds (one-off work counted at the start; evaluation apart)")
+    ax.set_ylabel("validation accuracy")
+    ax.set_ylim(0, 1)
+    seeds = len({r.seed for r in curves})
+    ax.set_title("convergence: validation accuracy against training time"
+                 + (f" ({seeds} seeds, a line each; a marker where it first reaches the target)"
+                    if seeds > 1 else " (a marker where it first reaches the target)"))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4,
+              frameon=False)
+
+
 def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
     """The roofline on :obj:`ax`: each variant's step at its arithmetic
-    intensity (FLOPs per byte moved) and achieved FLOP/s, a thin line up to
-    the bound its own roofs set (its headroom), and the machine's roofs:
-    peak GEMM FLOP/s, the copy bandwidth from DRAM and from cache, and the
-    gather bandwidth from DRAM (:class:`~gnnperf.measure.roofline.Roofs`)."""
+    intensity (FLOPs per compulsory byte) and achieved FLOP/s, a thin line
+    up to the bound its own roofs set (its headroom), and the machine's
+    roofs: peak GEMM FLOP/s and the copy bandwidth from DRAM and from cache
+    (:class:`~gnnperf.measure.roofline.Roofs`), the roofs the bound uses."""
     drawn = [(index, r) for index, r in enumerate(points) if r.roofline]
     # Steps without FLOPs (intensity 0) have no place on a log axis: not drawn.
     drawn = [(index, r) for index, r in drawn if r.roofline["intensity_flop_per_byte"] > 0]
@@ -291,10 +394,9 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
     dram = max(roofs.stream_bytes_per_s)
     peak = roofs.peak_flops_per_s / 1e9  # GFLOP/s: readable tick labels
     # Named at the left edge, where the data (GCN steps' intensities) rarely
-    # is: copies above their line, the gather below its own.
+    # is, above their lines.
     ceilings = (("copy from cache", max(roofs.stream_bytes_per_s.values()), ":", 4),
-                ("copy from DRAM", roofs.stream_bytes_per_s[dram], "-", 4),
-                ("gather from DRAM", roofs.gather_bytes_per_s[dram], "--", -11))
+                ("copy from DRAM", roofs.stream_bytes_per_s[dram], "-", 4))
     for name, bandwidth, line, offset in ceilings:
         slope = bandwidth / 1e9
         ax.plot(span, [min(peak, i * slope) for i in span], line, color="0.35", lw=1.2)
@@ -317,7 +419,8 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)
-    ax.set_xlabel("arithmetic intensity (FLOPs per byte moved, compulsory traffic)")
+    ax.set_xlabel("arithmetic intensity (FLOPs per compulsory byte: each memory the step "
+                  "touches, once)")
     ax.set_ylabel("achieved GFLOP/s per step")
     ax.set_title(f"roofline: {roofs.device_name}, {roofs.threads} thread(s); a line up to "
                  f"each variant's bound")
@@ -329,9 +432,11 @@ def roofline_axes(ax, points: Sequence[VariantResult], roofs) -> None:
 
 
 def plot(results: Sequence[VariantResult], path: str | os.PathLike, title: str = "",
-         roofs=None) -> int:
+         roofs=None, convergence: Sequence[VariantResult] = (),
+         target: TimeToAccuracy | None = None) -> int:
     """Writes :func:`comparison_figure`; returns the number of variants drawn."""
-    write_atomic(path, _figure_bytes(comparison_figure(results, title, roofs), path))
+    figure = comparison_figure(results, title, roofs, convergence, target)
+    write_atomic(path, _figure_bytes(figure, path))
     return sum(1 for r in results if r.step_peak_bytes)
 
 

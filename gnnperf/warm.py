@@ -124,7 +124,8 @@ def _forkable(env: dict) -> bool:
     is replaced when none of its workers is alive (a live one's exit status
     comes through it). Called with :data:`_lock` held."""
     global _server_env
-    if os.environ.get(COLD_ENV) == "1" or "forkserver" not in multiprocessing.get_all_start_methods():
+    if (os.environ.get(COLD_ENV) == "1" or env.get(COLD_ENV) == "1"
+            or "forkserver" not in multiprocessing.get_all_start_methods()):
         return False
     wanted = _start_time(env)
     if _server_env is not None and wanted != _server_env:

@@ -214,7 +214,7 @@ def reuse_trained(trained, monkeypatch):
     expected = TrainConfig(epochs=TRAINED_EPOCHS)
 
     def measure_variant(variant, dataset, config=None, device="cpu", warmup_epochs=3,
-                        on_epoch=None):
+                        on_epoch=None, track_accuracy=True):
         if (variant.name in standard and config == expected and warmup_epochs == TRAINED_WARMUP
                 and str(device) == "cpu" and dataset.name == "cora"
                 and dataset.source.startswith("planetoid (bundled)")):
@@ -223,7 +223,7 @@ def reuse_trained(trained, monkeypatch):
                     on_epoch()
             measure_variant.hits.append(variant.name)
             return trained(variant.name)
-        return real(variant, dataset, config, device, warmup_epochs, on_epoch)
+        return real(variant, dataset, config, device, warmup_epochs, on_epoch, track_accuracy)
 
     measure_variant.hits = []
 

@@ -37,7 +37,8 @@ pytestmark = pytest.mark.asv
 
 # Figures that are n/a on a machine without CUDA.
 CUDA_ONLY = ("track_cuda_peak_mib", "OffloadTransfer.", "OffloadGpuIdle.")
-OWN = ("training.", "scaling.", "control.", "compile.", "sampling.", "distributed.")
+OWN = ("training.", "scaling.", "control.", "compile.", "sampling.", "distributed.",
+       "time_to_accuracy.")
 
 
 def _git_head() -> str | None:

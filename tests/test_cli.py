@@ -43,15 +43,56 @@ def test_run_writes_table_json_and_plot(tmp_path, capsys, reuse_trained):
     assert env["roofs"]["peak_flops_per_s"] > 0 and env["roofs"]["threads"] == 1
     for result in doc["results"]:
         assert result["work"]["bytes_moved"] > 0, result["variant"]
-        assert result["roofline"]["roofline_pct"] > 0, result["variant"]
-        assert result["roofline"]["bound"] in ("compute", "stream", "gather")
-    assert "roofline % (bound)" in table
+        # A true bound: no step, eager or compiled (fused), beats it.
+        assert 0 < result["roofline"]["roofline_pct"] <= 100, result["variant"]
+        assert result["roofline"]["bound"] in ("compute", "memory")
+        assert result["roofline"]["traffic_over_compulsory"] >= 1, result["variant"]
+    assert "roofline % (bound)" in table and "op traffic / compulsory" in table
+    # Time to accuracy: every variant's row, against 99% of baseline's best.
+    race = doc["time_to_accuracy"]
+    assert [row["label"] for row in race["rows"]] == standard_variants()
+    assert "of baseline's" in race["target"]["rule"] and race["verdict"] in table
+    baseline = next(row for row in race["rows"] if row["label"] == "baseline")
+    assert baseline["median_s"] > 0 and baseline["reached"] == 1
+    for row in race["rows"]:
+        assert row["median_s"] is None or row["median_s"] > 0, row["label"]
     # Compiled code is counted as the eager maths it compiles, not as fused
     # kernels no dispatch mode sees: the same FLOPs as the eager step.
     work = {r["variant"]: r["work"] for r in doc["results"]}
     assert work["compiled"]["flops"] == work["baseline"]["flops"]
     fast = "sparse+trimmed+sparse_features"
     assert work[fast + "+compiled"]["flops"] == work[fast]["flops"]
+
+
+def test_run_over_seeds_reports_time_to_accuracy_median_and_spread(tmp_path, capsys):
+    out = tmp_path / "out.json"
+    assert main(["run", "--variants", "baseline,sampled", *SMALL, "--seeds", "0,1",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert [(r["variant"], r["seed"]) for r in doc["results"]] == [
+        ("baseline", 0), ("sampled", 0), ("baseline", 1), ("sampled", 1)]
+    assert [row["variant"] for row in doc["comparison"]] == ["baseline", "sampled"]
+    assert doc["config"]["seeds"] == [0, 1]
+    rows = {row["label"]: row for row in doc["time_to_accuracy"]["rows"]}
+    assert rows["baseline"]["seeds"] == [0, 1] and len(rows["sampled"]["seconds"]) == 2
+    assert "median of 2 seeds' best" in doc["time_to_accuracy"]["target"]["rule"]
+    assert "target: validation accuracy" in text and "time to accuracy (" in text
+    assert text.count("\nbaseline ") == 2  # the epoch table (first seed) and the race
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--target-acc", "1.5"], "--target-acc must be in (0, 1]"),
+    (["--target-share", "0"], "--target-share must be in (0, 1]"),
+    (["--seeds", "0,0"], "repeats a seed"),
+    (["--seed", "3", "--seeds", "0,1"], "give --seed or --seeds, not both"),
+])
+def test_time_to_accuracy_options_are_checked_before_anything_trains(options, message, capsys,
+                                                                      monkeypatch):
+    from gnnperf.measure import runner
+    monkeypatch.setattr(runner, "measure_variant", lambda *a, **k: pytest.fail("trained"))
+    assert main(["run", "--variants", "baseline", *SMALL, *options]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_roofs_command_prints_and_writes_the_cached_roofs(tmp_path, capsys, monkeypatch):

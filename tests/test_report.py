@@ -38,7 +38,8 @@ def _overlapping_labels(fig) -> list[tuple[str, str, str]]:
 
 def test_no_two_tick_labels_of_an_axis_overlap(results):
     # A log axis labelled at every 1..9 x 10^k printed "0.40.5 0.60.70.80.91".
-    for figure in (report.comparison_figure(results, "cora", ROOFS),
+    race = report.time_to_accuracy(results)
+    for figure in (report.comparison_figure(results, "cora", ROOFS, results, race),
                    report.timeline_figure(results, "cora")):
         assert _overlapping_labels(figure) == []
 
@@ -69,3 +70,25 @@ def test_the_roofline_panel_draws_every_variant_under_the_roofs(results):
                 for p in points}) == len(results)
     # Without roofs the panel is left out, not drawn empty.
     assert not report.comparison_figure(results, "cora").axes[1].get_visible()
+
+
+def test_the_convergence_panel_draws_a_line_per_run_and_the_target(results):
+    race = report.time_to_accuracy(results)
+    fig = report.comparison_figure(results, "cora", ROOFS, convergence=results, target=race)
+    panel = fig.axes[4]
+    assert panel.get_title().startswith("convergence: validation accuracy against training time")
+    assert panel.get_xscale() == "log" and panel.get_ylim() == (0, 1)
+    runs = [line for line in panel.get_lines() if len(line.get_xdata()) > 2]
+    assert len(runs) == len(results)
+    target = [line for line in panel.get_lines() if list(line.get_ydata()) == [
+        race.target.accuracy] * 2]
+    assert len(target) == 1  # the target, drawn across
+    # A marker where each run that reached the target first did.
+    reached = sum(row.reached for row in race.rows)
+    assert len(panel.collections) == reached > 0
+    # The colours are the other panels': a variant looks the same everywhere.
+    scatter = fig.axes[0]
+    from matplotlib.colors import to_rgba
+    assert tuple(scatter.collections[0].get_facecolor()[0]) == to_rgba(runs[0].get_color())
+    # Without results that tracked their accuracy the figure keeps four panels.
+    assert len(report.comparison_figure(results, "cora", ROOFS).axes) == 4

@@ -28,15 +28,34 @@ class Arm:
     """What one side of a comparison runs: gnnperf from :obj:`tree`, under
     the interpreter :obj:`python` (another virtual environment: other torch
     or torch-geometric releases). :obj:`commit` is the commit the tree holds
-    (``None``: read from the tree's own git checkout, if any)."""
+    (``None``: read from the tree's own git checkout, if any).
+    :obj:`library` is a library under test's source tree (one commit of
+    it, exported) put first on the arm's ``PYTHONPATH``: gnnperf fixed, the
+    library's commit the arm's (``gnnperf bisect --library-repo``)."""
     tree: Path
     python: str = sys.executable
     label: str = ""  # what the tree is, e.g. the git ref it was exported from
     commit: str | None = None
+    library: Path | None = None
 
     def describe(self) -> str:
         where = f"{self.label} ({self.tree})" if self.label else str(self.tree)
+        if self.library is not None:
+            where += f" with {self.library} first on the path"
         return where if self.python == sys.executable else f"{where} under {self.python}"
+
+    def env(self, base: dict | None = None) -> dict:
+        """:obj:`base` (default :func:`~gnnperf.warm.worker_env`) with this
+        arm's library first on ``PYTHONPATH`` and its workers started cold:
+        never forked from a server that imported another commit of the
+        library, and both arms of a pair started alike (one forked, one
+        cold would differ in more than the library)."""
+        env = dict(base if base is not None else warm.worker_env())
+        if self.library is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(self.library), *filter(None, [env.get("PYTHONPATH")])])
+            env[warm.COLD_ENV] = "1"
+        return env
 
 
 def git_state(tree: Path) -> tuple[str | None, bool | None]:
@@ -138,7 +157,7 @@ def _registry_error(arm: Arm, stderr: str) -> GnnperfError:
 
 def probe(arm: Arm, names: list[str] = ()) -> ArmProbe:
     """:class:`ArmProbe` of :obj:`arm` (one short process in its interpreter)."""
-    proc = warm.start(_worker_cmd("probe", arm, probe_names=names), warm.worker_env(), stdin=False)
+    proc = warm.start(_worker_cmd("probe", arm, probe_names=names), arm.env(), stdin=False)
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise _registry_error(arm, stderr)
@@ -154,7 +173,7 @@ class ProbedWorker:
 
     def __init__(self, mode: str, arm: Arm, names: list[str], env: dict | None = None) -> None:
         self.arm = arm
-        self.proc = _serving(_worker_cmd(mode, arm, probe_names=names), env)
+        self.proc = _serving(_worker_cmd(mode, arm, probe_names=names), arm.env(env))
         self.given = False
 
     def read_probe(self) -> ArmProbe:
@@ -291,7 +310,7 @@ def run_work(arms: dict[str, Arm], cases: list[Case],
     try:
         for name, arm in arms.items():
             procs[name] = started[name].give(cases) if started else warm.start(
-                _worker_cmd("work", arm, cases), warm.worker_env(), stdin=False)
+                _worker_cmd("work", arm, cases), arm.env(), stdin=False)
     except BaseException:  # one arm's worker died: stop the other
         for proc in procs.values():
             proc.kill()
@@ -319,7 +338,7 @@ class TimeWorker:
                  env: dict | None = None) -> None:
         self.arm = arm
         self.proc = (started.give(cases) if started is not None
-                     else _serving(_worker_cmd("time", arm, cases), env))
+                     else _serving(_worker_cmd("time", arm, cases), arm.env(env)))
         self.layout: dict | None = None  # the worker's layout_fingerprint(), once ready
 
     def read(self) -> dict:

@@ -74,23 +74,43 @@ def commits_between(repo: Path, good: str, bad: str) -> list[str]:
 
 
 def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str = ".",
-           options: GateOptions | None = None, log: Callable[[str], None] = lambda msg: None
-           ) -> BisectResult:
+           options: GateOptions | None = None, log: Callable[[str], None] = lambda msg: None,
+           library_repo: str | None = None, library_subdir: str = "") -> BisectResult:
     """Finds the first commit in ``GOOD..BAD`` where :obj:`metric` of
     :obj:`case` changed (work metrics) or regressed against GOOD (``time``,
-    judged by the gate with :obj:`options`)."""
+    judged by the gate with :obj:`options`). With :obj:`library_repo`, the
+    commits are a library's (its source, :obj:`library_subdir` of each
+    commit, first on the path: a pure-Python library such as
+    torch_geometric), gnnperf fixed at this process's own tree."""
     if metric not in METRICS:
         raise GnnperfError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
-    repo_path = Path(repo).resolve()
+    repo_path = Path(library_repo if library_repo is not None else repo).resolve()
+    if library_repo is not None:
+        try:
+            _git(repo_path, "rev-parse", "--show-toplevel")
+        except GnnperfError:
+            raise GnnperfError(f"--library-repo {library_repo}: not a git checkout; give the "
+                               f"library's clone (git clone URL PATH)") from None
     chain = commits_between(repo_path, good, bad)  # chain[0] is GOOD
     options = options or GateOptions()
     with tempfile.TemporaryDirectory(prefix="gnnperf-bisect-") as tmp:
         trees: dict[str, Path] = {}
+        fixed = (_fixed_gnnperf(Path(tmp) / "gnnperf", repo)
+                 if library_repo is not None else None)
 
-        def tree(commit: str) -> Path:
+        def export(commit: str) -> Path:
             if commit not in trees:
                 trees[commit] = arm_runner.export_ref(commit, Path(tmp) / commit[:12], repo_path)
             return trees[commit]
+
+        def arm(commit: str, python: str) -> Arm:
+            if fixed is None:
+                return Arm(export(commit), python)
+            library = export(commit) / library_subdir
+            if not library.is_dir():
+                raise GnnperfError(f"--library-subdir {library_subdir!r} is not a folder at "
+                                   f"{commit[:12]} of {repo_path}")
+            return Arm(fixed, python, f"library {commit[:12]}", library=library)
 
         if options.base_python != options.head_python:
             raise GnnperfError("bisect runs every commit under one Python; give one --python")
@@ -102,7 +122,7 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
 
         def probe(commit: str) -> ArmProbe:
             if commit not in probes:
-                probes[commit] = arm_runner.probe(Arm(tree(commit), options.head_python),
+                probes[commit] = arm_runner.probe(arm(commit, options.head_python),
                                                   [case.variant])
             return probes[commit]
 
@@ -111,19 +131,30 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
             raise GnnperfError(f"unknown variant {case.variant!r} in {bad} ({chain[-1][:12]}); "
                                f"name one of its registry's variants, e.g. baseline@cora")
         if metric == "time":
-            return _bisect_time(chain, case, options, tree, probe, log, repo_path)
-        return _bisect_work(chain, case, metric, tree, log, repo_path, options.head_python)
+            return _bisect_time(chain, case, options, arm, probe, log, repo_path)
+        return _bisect_work(chain, case, metric, arm, log, repo_path, options.head_python)
+
+
+def _fixed_gnnperf(dest: Path, repo: str) -> Path:
+    """The gnnperf every library commit is measured with: this checkout's
+    working tree as it is (or the installed package outside a checkout)."""
+    top = arm_runner.gnnperf_checkout(repo) or arm_runner.gnnperf_checkout(
+        Path(__file__).resolve().parent)
+    if top is None:
+        return arm_runner.installed_tree(dest)
+    dest.mkdir(parents=True)
+    return arm_runner.copy_tree(top, dest)
 
 
 def _subject(repo: Path, commit: str) -> str:
     return _git(repo, "log", "-1", "--format=%s", commit)
 
 
-def _bisect_work(chain, case, metric, tree, log, repo, python) -> BisectResult:
+def _bisect_work(chain, case, metric, arm, log, repo, python) -> BisectResult:
     measured: list[tuple[str, object]] = []
 
     def value(commit: str):
-        work = arm_runner.run_work({"arm": Arm(tree(commit), python)}, [case])["arm"][0]
+        work = arm_runner.run_work({"arm": arm(commit, python)}, [case])["arm"][0]
         if "status" in work and work["status"] != "absent":  # a crash is not a value
             raise GnnperfError(f"{case.name} at {commit[:12]}: {work['status']}: "
                                f"{work['reason']}")
@@ -149,13 +180,12 @@ def _bisect_work(chain, case, metric, tree, log, repo, python) -> BisectResult:
                         True, measured)
 
 
-def _bisect_time(chain, case, options, tree, probe, log, repo) -> BisectResult:
+def _bisect_time(chain, case, options, arm, probe, log, repo) -> BisectResult:
     measured: list[tuple[str, object]] = []
     timing = replace(options, work_gate=False, time_gate=True, cases=[case])
 
     def gate(base: str, head: str):
-        arms = {"base": Arm(tree(base), options.base_python),
-                "head": Arm(tree(head), options.head_python)}
+        arms = {"base": arm(base, options.base_python), "head": arm(head, options.head_python)}
         result = compare_arms(timing, arms, [case], lambda msg: None,
                               {"base": probe(base), "head": probe(head)})
         verdicts = result.report["time"]["verdicts"]

@@ -98,6 +98,14 @@ def add_parsers(sub) -> None:
                              "profiled_ops, bytes_allocated, peak_bytes, compiled_graphs, "
                              "graph_breaks, recompiles")
     bisect.add_argument("--repo", default=".", help="the git repository (default: here)")
+    bisect.add_argument("--library-repo",
+                        help="bisect a library's commits instead (a clone of a pure-Python "
+                             "library such as torch_geometric): GOOD and BAD are its refs, each "
+                             "commit's source goes first on the path, gnnperf stays as it is "
+                             "here")
+    bisect.add_argument("--library-subdir", default="",
+                        help="the folder of the library's clone that holds its package "
+                             "(default: the top, where torch_geometric/ is)")
     _add_timing_options(bisect, processes=6, rounds=30, arm_pythons=False)
     bisect.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -137,16 +145,20 @@ def _label(slowdown: float) -> str:
     return "A/A" if slowdown == 0 else f"+{slowdown * 100:g}%"
 
 
-def _cases(text: str, check_variant: bool = True) -> Case:
+def _cases(text: str, check_variant: bool = True, check_model: bool = True) -> Case:
     """A ``variant@dataset[@model]`` case, its names checked: the dataset with
     data.py's grammar, the variant (unless the caller checks it in the tree
-    it runs) with this checkout's registry, and whether it can train the model."""
+    it runs) with this checkout's registry, and whether it can train the
+    model (unless the model comes with the arms: a library's, by import
+    path, checked where it is importable)."""
     from gnnperf.data import check_dataset_name
     try:
         case = Case.parse(text)
     except ValueError as exc:
         raise GnnperfError(str(exc)) from None
     check_dataset_name(case.dataset)
+    if not check_model:
+        return case
     from gnnperf.models import get_model
     from gnnperf.variants import get_variant
     try:
@@ -209,8 +221,12 @@ def bisect_command(args: argparse.Namespace) -> int:
     options.validate()
     start = time.perf_counter()
     # The variant is checked in the BAD commit's registry (bisect's own check).
-    result = bisect(args.good, args.bad, _cases(args.case, check_variant=False), args.metric,
-                    args.repo, options, _log(args.quiet))
+    if args.library_subdir and not args.library_repo:
+        raise GnnperfError("--library-subdir applies to --library-repo; give the library's clone")
+    case = _cases(args.case, check_variant=False, check_model=not args.library_repo)
+    result = bisect(args.good, args.bad, case, args.metric,
+                    args.repo, options, _log(args.quiet), library_repo=args.library_repo,
+                    library_subdir=args.library_subdir)
     print(result.describe() + f" in {time.perf_counter() - start:.0f} s")
     # An answer the check against its parent did not confirm is no pass.
     return 0 if result.confirmed else 1

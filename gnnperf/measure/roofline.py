@@ -4,19 +4,26 @@ per device, thread count and torch version and cached, and a step's
 roofline figures from its counted work (:class:`gnnperf.measure.workcount.OpCounter`:
 FLOPs, bytes moved, the indexed ops' share, the working set) and its time.
 
-The bound of a step is the time its work needs at the roofs,
-``max(flops / peak, stream_bytes / stream_bw + gather_bytes / gather_bw)``
-(a roofline whose bandwidth roof blends the streaming and the gather roof in
-the proportion of the step's bytes), and its roofline % is that bound over
-the measured time: 100% is a step at the limit, 10% one that could be ten
-times faster on this hardware. Bandwidth depends on where the data lives: the
-roofs are measured over a ladder of working sets (1 MiB, cache-resident, to
-256 MiB, DRAM, on CPU) and a step is held to the roof interpolated at its
-working set (a cache-resident copy or gather runs several times faster than
-one from DRAM), so a cache-resident step is not scored against DRAM. A
-ladder point that takes about as long as an empty kernel (a launch on a
-GPU, a dispatch on CPU) times the launch, not the memory: it is measured,
-marked launch-bound and held to no working set.
+The bound of a step is the time no implementation of it can beat at the
+roofs, ``max(flops / peak, compulsory_bytes / stream_bw)``: its FLOPs at
+the peak, and its compulsory traffic (each memory that existed before the
+step and that it reads or writes, once: the data, the parameters, the
+optimiser's state; :attr:`~gnnperf.measure.workcount.OpCounter.compulsory_bytes`)
+at the streaming roof, the fastest way to move bytes. Its roofline % is
+that bound over the measured time, at most 100% by construction whether
+the step runs operator by operator (eager) or fused (compiled): 100% is a
+step at the limit, 10% one that could be ten times faster on this
+hardware. What the operators move one by one (``bytes_moved``, indexed
+ops' bytes at the slower gather roof) is reported beside it as "traffic
+over compulsory": how much a fused implementation could save. Bandwidth
+depends on where the data lives: the roofs are measured over a ladder of
+working sets (1 MiB, cache-resident, to 256 MiB, DRAM, on CPU) and a step's
+compulsory bytes are held to the roof interpolated at their own footprint
+(a cache-resident copy runs several times faster than one from DRAM), so a
+cache-resident step is not scored against DRAM. A ladder point that takes about as long as an
+empty kernel (a launch on a GPU, a dispatch on CPU) times the launch, not
+the memory: it is measured, marked launch-bound and held to no working
+set.
 
 Only the work of the device a step runs on is held to that device's roofs:
 on a GPU the host's work (an offload step's sampling and gathers) and the
@@ -264,11 +271,14 @@ EXCLUDED_REASON = ("host work (sampling, gathers, pinning) runs against the host
 @dataclass
 class StepWork:
     """The counted work of one epoch (:class:`~gnnperf.measure.workcount.OpCounter`)
-    on the device the steps run on: roofline FLOPs, bytes moved, the indexed
-    ops' share of them, the working set, and the steps it covered. Off the
-    CPU, what is not the device's is counted apart (:data:`EXCLUDED_REASON`):
-    the host's FLOPs and bytes moved, and the bytes copied between host and
-    device; :obj:`None` for a CPU step, all of whose work is the host's."""
+    on the device the steps run on: roofline FLOPs, bytes moved operator by
+    operator, the indexed ops' share of them, the working set, the
+    compulsory traffic (each distinct memory touched once) and the steps it
+    covered. Off the CPU, what is not the device's is counted apart
+    (:data:`EXCLUDED_REASON`): the host's FLOPs and bytes moved, and the
+    bytes copied between host and device; :obj:`None` for a CPU step, all of
+    whose work is the host's. :obj:`compulsory_bytes` is :obj:`None` in work
+    counted before it was (no bound can be drawn from those)."""
     flops: int
     bytes_moved: int
     gather_bytes: int
@@ -277,6 +287,7 @@ class StepWork:
     host_flops: int | None = None
     host_bytes_moved: int | None = None
     transfer_bytes: int | None = None
+    compulsory_bytes: int | None = None
 
     @classmethod
     def of(cls, ops, steps: int, device: torch.device | str | None = None) -> "StepWork":
@@ -284,23 +295,28 @@ class StepWork:
         :obj:`steps` steps run on :obj:`device` (``None``: the CPU)."""
         kind = torch.device(device).type if device is not None else "cpu"
         if kind == "cpu":
-            return cls(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, steps)
+            return cls(ops.flops, ops.bytes_moved, ops.gather_bytes, ops.working_set_bytes, steps,
+                       compulsory_bytes=ops.compulsory_bytes)
         from gnnperf.measure.workcount import TRANSFER, PlaceWork
         none = PlaceWork()
         on_device, host = ops.places.get(kind, none), ops.places.get("cpu", none)
         return cls(on_device.flops, on_device.bytes_moved, on_device.gather_bytes,
                    ops.working_set_on(kind), steps, host_flops=host.flops,
                    host_bytes_moved=host.bytes_moved,
-                   transfer_bytes=ops.places.get(TRANSFER, none).bytes_moved)
+                   transfer_bytes=ops.places.get(TRANSFER, none).bytes_moved,
+                   compulsory_bytes=ops.compulsory_on(kind))
 
     def per_step(self) -> "StepWork":
         """One step's share of each counted figure (the working set is one
-        step's already)."""
+        step's already). The compulsory traffic of several steps counts a
+        memory reused from step to step once, so its share is a lower bound
+        of a step's: the bound stays a bound."""
         def share(value: int | None) -> int | None:
             return None if value is None else round(value / self.steps)
         return StepWork(share(self.flops), share(self.bytes_moved), share(self.gather_bytes),
                         self.working_set_bytes, 1, share(self.host_flops),
-                        share(self.host_bytes_moved), share(self.transfer_bytes))
+                        share(self.host_bytes_moved), share(self.transfer_bytes),
+                        share(self.compulsory_bytes))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -308,28 +324,40 @@ class StepWork:
 
 def assess(work: StepWork, seconds: float, roofs: Roofs) -> dict:
     """The roofline figures of :obj:`work` done in :obj:`seconds`: its
-    arithmetic intensity, achieved FLOP/s and bytes/s, the roofs that apply
-    to its working set, the bound time, what bounds it (``compute``,
-    ``stream`` or ``gather``) and ``roofline_pct``."""
+    arithmetic intensity (FLOPs per compulsory byte), achieved FLOP/s and
+    bytes/s, the roofs that apply to its working set, the bound time (its
+    FLOPs at the peak or its compulsory traffic at the streaming roof,
+    whichever is longer), what bounds it (``compute`` or ``memory``),
+    ``roofline_pct`` (at most 100 for any implementation of the step) and
+    ``traffic_over_compulsory`` (the operators' bytes over the compulsory
+    ones: what fusing them could save)."""
     if seconds <= 0 or work.bytes_moved <= 0:
         raise GnnperfError(f"no roofline for {work} in {seconds} s: nothing was counted or timed")
+    if not work.compulsory_bytes:
+        raise GnnperfError(f"no roofline for {work}: no compulsory traffic was counted (work "
+                           f"counted before gnnperf counted it, or code that touched no memory "
+                           f"that existed before it)")
     stream_bw = roofs.bandwidth("stream", work.working_set_bytes)
     gather_bw = roofs.bandwidth("gather", work.working_set_bytes)
     compute_s = work.flops / roofs.peak_flops_per_s
-    stream_s = (work.bytes_moved - work.gather_bytes) / stream_bw
-    gather_s = work.gather_bytes / gather_bw
-    bound_s = max(compute_s, stream_s + gather_s)
-    bound = "compute" if compute_s >= stream_s + gather_s else (
-        "gather" if gather_s >= stream_s else "stream")
+    # The compulsory bytes at the roof of a footprint no larger than theirs:
+    # a fused step need not touch the rest of the eager working set, and a
+    # smaller footprint is never held to a slower roof.
+    bound_bw = roofs.bandwidth("stream", min(work.compulsory_bytes, work.working_set_bytes))
+    memory_s = work.compulsory_bytes / bound_bw
+    bound_s = max(compute_s, memory_s)
     figures = {
-        "intensity_flop_per_byte": work.flops / work.bytes_moved,
+        "intensity_flop_per_byte": work.flops / work.compulsory_bytes,
         "achieved_flops_per_s": work.flops / seconds,
         "achieved_bytes_per_s": work.bytes_moved / seconds,
         "peak_flops_per_s": roofs.peak_flops_per_s,
         "stream_bytes_per_s": stream_bw,
         "gather_bytes_per_s": gather_bw,
+        "bound_bytes_per_s": bound_bw,
+        "compulsory_bytes": work.compulsory_bytes,
+        "traffic_over_compulsory": work.bytes_moved / work.compulsory_bytes,
         "bound_s": bound_s,
-        "bound": bound,
+        "bound": "compute" if compute_s >= memory_s else "memory",
         "roofline_pct": 100 * bound_s / seconds,
     }
     if work.host_bytes_moved is not None:

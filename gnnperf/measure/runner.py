@@ -19,6 +19,7 @@ from gnnperf.measure.probes import GpuMonitor, MemoryTimeline
 from gnnperf.measure.roofline import StepWork
 from gnnperf.measure.stats import quartiles, relative_iqr
 from gnnperf.measure.case import check_losses, collector_skips_existing, synchronize, timed
+from gnnperf.measure.convergence import Convergence, ConvergenceRecorder
 from gnnperf.variants import TrainConfig, TrainingRun, Variant
 
 def resolve_device(name: str) -> torch.device:
@@ -115,6 +116,12 @@ class VariantResult:
             (:func:`~gnnperf.measure.roofline.assess`), set by the caller that has
             the roofs; :obj:`None` until then.
         roofline_note (str): Why :obj:`roofline` is :obj:`None`, if it is.
+        seed (int): The seed of the weights, dropout and sampling.
+        convergence (dict): Validation and test accuracy after every epoch,
+            evaluated off the clock, against the training time with the
+            one-off work counted once at the start
+            (:class:`~gnnperf.measure.convergence.Convergence`);
+            :obj:`None` when the run did not track it.
     """
     variant: str
     dataset: str
@@ -149,6 +156,8 @@ class VariantResult:
     roofline: dict | None = None
     roofline_note: str = ""
     model: str = DEFAULT_MODEL
+    seed: int = 0
+    convergence: dict | None = None
 
     @property
     def label(self) -> str:
@@ -299,7 +308,8 @@ def _run_epoch(run: TrainingRun, counter: _EpochCounter,
 
 def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | None = None,
                     device: torch.device | str = "cpu", warmup_epochs: int = 3,
-                    on_epoch: Callable[[], None] | None = None) -> VariantResult:
+                    on_epoch: Callable[[], None] | None = None,
+                    track_accuracy: bool = True) -> VariantResult:
     """Trains :obj:`variant` on :obj:`dataset` for :obj:`config.epochs`
     epochs and measures it. Both are objects, parsed and loaded once by the
     caller (:func:`gnnperf.variants.get_variant`,
@@ -308,6 +318,8 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
     The first epoch (compilation included) is reported as
     :obj:`first_epoch_s`; the last warm-up epoch measures peak memory with a
     reset before every step; the epochs after warm-up are timed one by one.
+    With :obj:`track_accuracy`, the accuracy after every epoch is evaluated
+    off the clock (:attr:`VariantResult.convergence`, time to accuracy).
     """
     if not isinstance(variant, Variant):
         raise TypeError(f"measure_variant takes a Variant (gnnperf.get_variant({variant!r})), "
@@ -343,7 +355,10 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
         compiler_setup = _compiler_setup(device) if compiles else {}
     held = held_bytes(device)
     with _compile_cache(compiles) as cache_state:
-        run = spec.build(dataset.graph, config, device)
+        run, build_s = _timed_build(spec, dataset, config, device)
+        recorder = (ConvergenceRecorder(lambda: run.evaluate(keep_graph=False),
+                                        _one_off_seconds(run, build_s, compiles, device))
+                    if track_accuracy else None)
         counter = _EpochCounter()
         timeline = MemoryTimeline(str(device), held_bytes=held)
         monitor, monitor_note = GpuMonitor.for_device(device)
@@ -353,7 +368,7 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
             # before every profiled step, and those passes walk only the steps'.
             with _named_failures(label, device), collector_skips_existing():
                 epochs = _train_epochs(run, config.epochs, warmup_epochs, device, held,
-                                       counter, timeline, monitor, on_epoch)
+                                       counter, timeline, monitor, on_epoch, recorder)
                 for finish in run.on_finish:
                     finish()
                 accuracy = run.evaluate()
@@ -365,8 +380,68 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
     if cache_state is not None:
         run.stats["compile_cache"] = cache_state()
     gpu = monitor.figures() if monitor is not None else (None, monitor_note)
-    return _result(spec, run, dataset, config, device, warmup_epochs, epochs, counter, accuracy,
-                   timeline, gpu, device_warmup_s)
+    result = _result(spec, run, dataset, config, device, warmup_epochs, epochs, counter,
+                     accuracy, timeline, gpu, device_warmup_s)
+    if recorder is not None:
+        result.convergence = recorder.finish(epochs.times).to_dict()
+    return result
+
+
+def train_to_target(variant: Variant, dataset: Dataset, config: TrainConfig,
+                    device: torch.device | str, target_acc: float) -> Convergence:
+    """Trains :obj:`variant` until its validation accuracy reaches
+    :obj:`target_acc` or :obj:`config.epochs` end, every epoch timed (none
+    instrumented), the accuracy evaluated after each off the clock; the
+    clock starts with the build and the compiler's one-offs, and a compiled
+    run compiles cold (:func:`measure_variant`'s private cache). What asv's
+    time to accuracy measures; :meth:`Convergence.reached` says when."""
+    device = resolve_device(device) if isinstance(device, str) else device
+    label = result_label(variant.name, config.model)
+    release_memory(device)
+    warm_device(device)
+    compiles = variant.uses("compiled")
+    with _named_failures(label, device):
+        compiler_setup = _compiler_setup(device) if compiles else {}
+    with _compile_cache(compiles):
+        run, build_s = _timed_build(variant, dataset, config, device)
+        recorder = ConvergenceRecorder(lambda: run.evaluate(keep_graph=False),
+                                       _one_off_seconds(run, build_s, compiles, device))
+        counter = _EpochCounter()
+        with _named_failures(label, device), collector_skips_existing():
+            for _ in range(config.epochs):
+                seconds = timed(lambda: _run_epoch(run, counter), device)
+                if recorder.epoch(seconds)["val"] >= target_acc:
+                    break
+    return recorder.finish([])
+
+
+def _timed_build(variant: Variant, dataset: Dataset, config: TrainConfig,
+                 device: torch.device) -> tuple[TrainingRun, float]:
+    """The run of :obj:`variant` and the seconds its build took, the
+    device's queued work included."""
+    start = time.perf_counter()
+    run = variant.build(dataset.graph, config, device)
+    synchronize(device)
+    return run, time.perf_counter() - start
+
+
+#: Per device, what the compiler's one-offs cost the first compiled run of
+#: this process: every compiled run's clock is charged it (later runs find
+#: them paid), so time to accuracy does not depend on the variants' order.
+_COMPILER_ONE_OFF: dict[str, float] = {}
+
+
+def _one_off_seconds(run: TrainingRun, build_s: float, compiles: bool,
+                     device: torch.device) -> float:
+    """Where time to accuracy's clock starts: the build, a partition read
+    from gnnperf's cache counted at what it cost to compute (a user's first
+    run pays it), and for a compiled run the compiler's one-offs."""
+    seconds = build_s
+    if run.stats.get("partition_cached"):
+        seconds += run.setup_seconds.get("partition", 0.0)
+    if compiles:
+        seconds += _COMPILER_ONE_OFF.get(str(device), 0.0)
+    return seconds
 
 
 def _compiler_setup(device: torch.device) -> dict[str, float]:
@@ -382,7 +457,9 @@ def _compiler_setup(device: torch.device) -> dict[str, float]:
         return {}
     start = time.perf_counter()
     torch_private.warm_compiler(device)
-    return {"compiler_warmup": time.perf_counter() - start}
+    seconds = time.perf_counter() - start
+    _COMPILER_ONE_OFF.setdefault(str(device), seconds)
+    return {"compiler_warmup": seconds}
 
 
 @contextlib.contextmanager
@@ -417,12 +494,15 @@ class _Epochs:
 def _train_epochs(run: TrainingRun, num_epochs: int, warmup_epochs: int, device: torch.device,
                   held: int, counter: _EpochCounter, timeline: MemoryTimeline,
                   monitor: GpuMonitor | None,
-                  on_epoch: Callable[[], None] | None) -> _Epochs:
+                  on_epoch: Callable[[], None] | None,
+                  recorder: ConvergenceRecorder | None = None) -> _Epochs:
     """The one epoch loop: epoch 0 timed as the first, the last warm-up
     epoch measuring memory, :data:`COUNTED_EPOCH` counting the work, the
-    epochs after warm-up timed."""
+    epochs after warm-up timed; after each, the :obj:`recorder` evaluates
+    the run, off the clock."""
     out = _Epochs()
     for epoch in range(num_epochs):
+        seconds = None  # an instrumented epoch is not timed
         if epoch == warmup_epochs - 1:
             # Not timed: profiling (CPU) or a sync per step (CUDA) costs time.
             _run_epoch(run, counter, measure_peak=lambda step: out.step_peaks.append(
@@ -448,6 +528,8 @@ def _train_epochs(run: TrainingRun, num_epochs: int, warmup_epochs: int, device:
                 out.times.append(seconds)
         if epoch == warmup_epochs - 1:
             out.steady_start = (counter.steps, counter.seeds, counter.edges)
+        if recorder is not None:
+            recorder.epoch(seconds)
         if on_epoch is not None:
             on_epoch()
     return out
@@ -489,6 +571,7 @@ def _result(spec: Variant, run: TrainingRun, dataset: Dataset, config: TrainConf
     return VariantResult(
         variant=spec.name,
         model=config.model,
+        seed=config.seed,
         dataset=dataset.name,
         device=str(device),
         epochs=config.epochs,
@@ -550,6 +633,10 @@ def with_roofline(result: VariantResult, roofs) -> VariantResult:
     :obj:`roofs` (:class:`~gnnperf.measure.roofline.Roofs`), per step the same
     ratio; left :obj:`None` where no work was counted."""
     from gnnperf.measure.roofline import assess
+    if result.work and not result.work.get("compulsory_bytes"):
+        result.roofline_note = ("no roofline: the counted epoch touched no memory that existed "
+                                "before it (no compulsory traffic to bound it by)")
+        return result
     if result.work and result.work["bytes_moved"] > 0:
         # The counted epoch's steps can differ from a steady one's (a sampled
         # epoch's last batch): both are scaled to one step.

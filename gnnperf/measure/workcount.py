@@ -9,9 +9,13 @@ step of a variant this module counts:
 * ``flops``: floating-point operations (:class:`torch.utils.flop_counter.FlopCounterMode`;
   matrix products and convolutions, as that module counts them);
 * ``bytes_moved`` and ``gather_bytes``: the bytes every ATen op's inputs and
-  outputs occupy (a compulsory-traffic lower bound), and the part of them
-  moved by indexed ops (gathers, scatters, sparse products), counted in the
-  op counter's dispatch pass (:class:`OpCounter`, :func:`op_traffic`);
+  outputs occupy (what the unfused operators move at least), and the part
+  of them moved by indexed ops (gathers, scatters, sparse products),
+  counted in the op counter's dispatch pass (:class:`OpCounter`,
+  :func:`op_traffic`); the counter also keeps the compulsory traffic (each
+  memory that existed before the step and that it touches, once:
+  :attr:`OpCounter.compulsory_bytes`), what no implementation, fused or
+  not, can go below;
 * ``bytes_allocated`` and ``peak_bytes``: the sum of allocations and the peak
   of live bytes above the step's start on the device the step runs on, from
   the torch profiler's memory events (on a GPU the host's are reported
@@ -67,7 +71,8 @@ class WorkMetrics:
         aten_ops (int): ATen operator calls in one step.
         flops (int): FLOPs of one step (FlopCounterMode's count).
         bytes_moved (int): Bytes the step's ATen ops read and write, at
-            least (:func:`op_traffic`).
+            least (:func:`op_traffic`): operator by operator, as the
+            unfused (eager) code moves them.
         gather_bytes (int): The part of :obj:`bytes_moved` moved by indexed
             ops (:data:`INDEXED_OPS`), whose roof is the gather bandwidth.
         bytes_allocated (int): Bytes allocated during one step on the
@@ -217,14 +222,14 @@ def op_flops(name: str, func, args, kwargs, out) -> int:
     return int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
 
 
-def op_traffic(name: str, func, args, kwargs, out) -> int:
-    """Bytes one op moves at least: its inputs once and its outputs once
-    (views, aliases and bare allocations move none; an operand an op only
-    overwrites is not read; a gathered operand counts at most the output's
-    size, an in-place scatter's target at most its source's, read and
-    written)."""
+def op_accesses(name: str, func, args, kwargs, out) -> list[tuple[torch.Tensor, int]]:
+    """The tensors one op touches, each with the bytes it moves of it at
+    least: its inputs once and its outputs once (views, aliases and bare
+    allocations move none; an operand an op only overwrites is not read; a
+    gathered operand counts at most the output's size, an in-place
+    scatter's target at most its source's, read and written)."""
     if func.is_view or name in _ALLOCATES or name == "aten.detach":
-        return 0
+        return []
     kwargs = dict(kwargs)
     written = kwargs.pop("out", None)
     outputs = _tensors(out)
@@ -232,7 +237,7 @@ def op_traffic(name: str, func, args, kwargs, out) -> int:
     # In-place ops that return nothing (fused Adam, the _foreach_*_ ops)
     # write their mutated arguments all the same.
     outputs += [t for t in _mutated_arguments(func, args, kwargs) if id(t) not in returned]
-    out_bytes = sum(tensor_bytes(t) for t in outputs)
+    out_bytes = [tensor_bytes(t) for t in outputs]
     inputs = []
     seen: set[int] = set()
     for tensor in _tensors((args, kwargs)):
@@ -246,13 +251,38 @@ def op_traffic(name: str, func, args, kwargs, out) -> int:
         inputs = [t for t in inputs if t is not args[0]]
     in_bytes = [tensor_bytes(t) for t in inputs]
     if name in _GATHERS and inputs and inputs[0] is args[0]:
-        in_bytes[0] = min(in_bytes[0], out_bytes)
+        in_bytes[0] = min(in_bytes[0], sum(out_bytes))
+    elif name == "aten.index_fill_" and outputs:
+        # index_fill_(self, dim, index, value) writes the rows index names only.
+        target, dim, index = args[0], args[1], args[2]
+        row = target.numel() // max(target.size(dim), 1) * target.element_size()
+        out_bytes[0] = min(out_bytes[0], index.numel() * row)
     elif name in INDEXED_OPS and name.endswith("_") and len(inputs) > 1:
         # index_add_(self, dim, index, source): self is touched where source lands.
         source = max(in_bytes[1:])
         in_bytes[0] = min(in_bytes[0], source)
-        out_bytes = in_bytes[0]
-    return sum(in_bytes) + out_bytes
+        outputs, out_bytes = [inputs[0]], [in_bytes[0]]
+    return list(zip(inputs, in_bytes)) + list(zip(outputs, out_bytes))
+
+
+def op_traffic(name: str, func, args, kwargs, out) -> int:
+    """Bytes one op moves at least (:func:`op_accesses`), summed."""
+    return sum(moved for _, moved in op_accesses(name, func, args, kwargs, out))
+
+
+def _has_memory(tensor: torch.Tensor) -> bool:
+    return tensor.numel() > 0 and (tensor.layout == torch.strided or tensor.is_sparse
+                                   or tensor.layout in _SPARSE_COMPRESSED)
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int]:
+    """Which memory a tensor lives in: its storage (a sparse tensor's values'
+    storage), keyed by device and address."""
+    if tensor.layout in _SPARSE_COMPRESSED:
+        tensor = tensor.values()
+    elif tensor.is_sparse:
+        tensor = tensor._values()
+    return str(tensor.device), tensor.untyped_storage().data_ptr()
 
 
 #: Where :func:`op_place` puts an op whose tensors live on more than one
@@ -287,8 +317,10 @@ class OpCounter(TorchDispatchMode):
     """Counts ATen operator calls by overload packet (``aten.mm``, ...) and,
     in the same pass, the bytes they move (:func:`op_traffic`; the indexed
     ops' share in :attr:`gather_bytes`), their roofline FLOPs
-    (:func:`op_flops`) and the distinct storage bytes they touch
-    (:attr:`working_set_bytes`, which picks the bandwidth roof that applies).
+    (:func:`op_flops`), the distinct storage bytes they touch
+    (:attr:`working_set_bytes`, which picks the bandwidth roof that applies)
+    and the compulsory traffic (:attr:`compulsory_bytes`, the roofline's
+    bound: the memories that existed before, each once).
     The same figures per place (:func:`op_place`) in :attr:`places`: a GPU
     step's device work apart from its host work and its copies."""
 
@@ -298,6 +330,13 @@ class OpCounter(TorchDispatchMode):
         self.bytes_moved = self.gather_bytes = self.flops = 0
         self.places: dict[str, PlaceWork] = {}
         self._storages: dict[tuple[str, int], int] = {}
+        # Compulsory traffic: per memory that existed before the counted
+        # code (the data, the parameters, the optimiser's state), the most
+        # any op moved of it; the memories the code allocated itself; the
+        # bytes of earlier memories whose address a new allocation took.
+        self._compulsory: dict[tuple[str, int], int] = {}
+        self._fresh: set[tuple[str, int]] = set()
+        self._settled: Counter[str] = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -306,7 +345,8 @@ class OpCounter(TorchDispatchMode):
         out = func(*args, **kwargs)
         tensors = _tensors((args, kwargs, out))
         place = self.places.setdefault(op_place(tensors), PlaceWork())
-        moved = op_traffic(name, func, args, kwargs, out)
+        accesses = op_accesses(name, func, args, kwargs, out)
+        moved = sum(nbytes for _, nbytes in accesses)
         flops = op_flops(name, func, args, kwargs, out)
         self.bytes_moved += moved
         place.bytes_moved += moved
@@ -320,6 +360,19 @@ class OpCounter(TorchDispatchMode):
                 storage = tensor.untyped_storage()
                 key = (str(tensor.device), storage.data_ptr())
                 self._storages[key] = max(self._storages.get(key, 0), storage.nbytes())
+        # The memories an op allocates (outputs sharing no input's storage)
+        # are the step's own: a fused implementation need not move them.
+        # Those that existed before (first seen as an input) are compulsory.
+        # An out= tensor is where the op writes, not an input: one the op
+        # resized (an empty one) is a new allocation of the op's.
+        read = (args, {k: v for k, v in kwargs.items() if k != "out"})
+        inputs = {_storage_key(t) for t in _tensors(read) if _has_memory(t)}
+        for tensor in _tensors(out):
+            if _has_memory(tensor) and (key := _storage_key(tensor)) not in inputs:
+                self._allocated(key)
+        for tensor, nbytes in accesses:
+            if nbytes and (key := _storage_key(tensor)) not in self._fresh:
+                self._compulsory[key] = max(self._compulsory.get(key, 0), nbytes)
         return out
 
     @property
@@ -336,6 +389,32 @@ class OpCounter(TorchDispatchMode):
         """:attr:`working_set_bytes` of the storages on :obj:`device_type`'s devices."""
         return sum(nbytes for (device, _), nbytes in self._storages.items()
                    if torch.device(device).type == device_type)
+
+    def _allocated(self, key: tuple[str, int]) -> None:
+        """Memory at :obj:`key` is now the counted code's own allocation."""
+        if key[1] == 0:  # no address (meta, fake tensors): no memory to tell apart
+            return
+        if key in self._compulsory:  # an earlier memory freed, its address reused
+            self._settled[torch.device(key[0]).type] += self._compulsory.pop(key)
+        self._fresh.add(key)
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """The traffic no implementation of the counted code can avoid:
+        each memory that existed before it (the data, the parameters, the
+        optimiser's state) and that it reads or writes, once, at the most
+        any one op moves of it (of a gathered table only the rows gathered,
+        of a view only its elements). What the code allocates itself
+        (activations, gradients, a batch) a fused implementation need not
+        move at all, so it is not counted: a lower bound of any
+        implementation's traffic, :attr:`bytes_moved` the operators' own."""
+        return sum(self._settled.values()) + sum(self._compulsory.values())
+
+    def compulsory_on(self, device_type: str) -> int:
+        """:attr:`compulsory_bytes` of the memory on :obj:`device_type`'s devices."""
+        return self._settled[device_type] + sum(
+            nbytes for (device, _), nbytes in self._compulsory.items()
+            if torch.device(device).type == device_type)
 
 
 @contextlib.contextmanager
@@ -512,5 +591,5 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
 
 __all__ = ["EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "PlaceWork", "ProfiledWork", "TRANSFER",
            "WorkMetrics", "compare_exact", "count_flops", "count_ops", "count_work",
-           "eager_counting", "measure_work", "op_flops", "op_place", "op_traffic",
+           "eager_counting", "measure_work", "op_accesses", "op_flops", "op_place", "op_traffic",
            "profile_work", "tensor_bytes", "work_metrics"]

@@ -9,7 +9,7 @@ import json
 from importlib import resources
 
 #: The version of every document's format.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def schema(name: str) -> dict:

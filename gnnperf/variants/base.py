@@ -318,15 +318,21 @@ class TrainingRun:
         return loss.detach()
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, keep_graph: bool = True) -> dict[str, float]:
         """Full-graph accuracy of the eager model on the train/val/test masks
         (a copy of the model on the data's device when the data stayed on the
-        host: the full graph never goes to the device)."""
+        host: the full graph never goes to the device). With
+        :obj:`keep_graph` False, a full graph prepared for it alone is not
+        kept (a mini-batch run evaluated between epochs must not hold it
+        on the device while its steps' memory is measured)."""
         model = self.model
         if self.data.x.device != next(model.parameters()).device:
             model = copy.deepcopy(model).to(self.data.x.device)
         model.eval()
+        prepared = self._full_graph is not None
         graph, edge_weight = self.full_graph()
+        if not keep_graph and not prepared:
+            self._full_graph = None
         with self.autocast():
             pred = model(self.data.x, graph, edge_weight).argmax(dim=-1)
         correct = pred == self.data.y

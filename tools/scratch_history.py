@@ -1,0 +1,117 @@
+"""A scratch history of real commits with a known drift, measured by asv,
+then read by ``gnnperf history`` (issue 49's acceptance).
+
+    python tools/scratch_history.py --dir /tmp/ramp --commits 20 --ramp-start 6 \\
+        --ramp-len 10 --step-us 165
+    python tools/scratch_history.py --dir /tmp/aa --commits 20 --step-us 0
+
+Clones this checkout into ``--dir``, then commits ``--commits`` real
+commits on a branch: each edits ``gnnperf/variants/base.py``; commits
+``--ramp-start`` .. ``--ramp-start + --ramp-len - 1`` (1-based) each add
+``--step-us`` microseconds of busy wait to every training step (165 us is
+1% of a baseline Cora step on the project's 2-vCPU machine: 10 of them are
+a 10 x 1% ramp); with ``--step-us 0`` every commit edits a comment only
+(an A/A history). asv then measures every commit of the branch in its own
+environment (``training.TrainStep.time_train_step``, baseline GCN on Cora,
+the quick profile's repeats), and ``gnnperf history`` reads the results.
+Nothing else should run meanwhile: it is a timing study.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = "gnnperf/variants/base.py"
+BENCH = r"training\.TrainStep\.time_train_step"
+#: The busy wait each commit sets: a module constant read by the step.
+WAIT = '''
+
+#: Scratch history (tools/scratch_history.py): microseconds of busy wait per step.
+_SCRATCH_WAIT_US = {us}  # commit {index}
+
+
+def _scratch_wait() -> None:
+    import time
+    end = time.perf_counter() + _SCRATCH_WAIT_US * 1e-6
+    while time.perf_counter() < end:
+        pass
+'''
+STEP = '''        """One optimiser step on :obj:`batch`; returns the (detached) loss."""
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_history(repo: Path, commits: int, ramp_start: int, ramp_len: int, step_us: float
+                 ) -> list[tuple[str, float]]:
+    """The branch's commits, oldest first, with each one's busy wait (us)."""
+    _git(repo, "checkout", "-q", "-b", "scratch")
+    path = repo / TARGET
+    text = path.read_text()
+    if STEP not in text:
+        raise SystemExit(f"{TARGET}: TrainingRun.step's docstring moved; update STEP")
+    text = text.replace(STEP, STEP + "        _scratch_wait()\n", 1)
+    made = []
+    wait = 0.0
+    for index in range(1, commits + 1):
+        if step_us and ramp_start <= index < ramp_start + ramp_len:
+            wait += step_us
+        body = re.sub(r"\n\n#: Scratch history.*", "", text, flags=re.S)
+        path.write_text(body + WAIT.format(us=round(wait, 3), index=index))
+        _git(repo, "commit", "-q", "-am", f"scratch commit {index}: busy wait {wait:g} us a step")
+        made.append((_git(repo, "rev-parse", "HEAD"), wait))
+    return made
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, required=True, help="an empty or absent folder")
+    parser.add_argument("--commits", type=int, default=20)
+    parser.add_argument("--ramp-start", type=int, default=6)
+    parser.add_argument("--ramp-len", type=int, default=10)
+    parser.add_argument("--step-us", type=float, default=165.0,
+                        help="busy wait each ramp commit adds (0: an A/A history)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the Python asv runs with (it needs asv installed)")
+    args = parser.parse_args()
+    if args.dir.exists() and any(args.dir.iterdir()):
+        parser.error(f"--dir {args.dir} is not empty")
+    repo = args.dir / "repo"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True)
+    base = _git(repo, "rev-parse", "HEAD")
+    made = make_history(repo, args.commits, args.ramp_start, args.ramp_len, args.step_us)
+    (args.dir / "commits.txt").write_text("".join(f"{sha} {us:g}\n" for sha, us in made))
+    env = {**os.environ, "GNNPERF_ASV_PROFILE": "quick", "GNNPERF_ASV_VARIANTS": "baseline",
+           "GNNPERF_ASV_MODELS": "gcn"}
+    subprocess.run([args.python, "-m", "asv", "machine", "--yes"], cwd=repo, check=True, env=env)
+    subprocess.run([args.python, "-m", "asv", "run", "--show-stderr", "--bench", BENCH,
+                    f"{base}..scratch"], cwd=repo, check=True, env=env)
+    out = subprocess.run([args.python, "-m", "gnnperf", "history", "--results",
+                          str(repo / ".asv" / "results"), "--repo", str(repo), "--bench", BENCH,
+                          "--json", str(args.dir / "history.json"),
+                          "--markdown", str(args.dir / "history.md")],
+                         cwd=ROOT, env=env)
+    # asv's own detector on the same results, for comparison: asv publish's
+    # regressions (its step detection with the configuration's thresholds).
+    subprocess.run([args.python, "-m", "asv", "publish"], cwd=repo, check=True, env=env,
+                   capture_output=True)
+    regressions = repo / ".asv" / "html" / "regressions.json"
+    found = json.loads(regressions.read_text())["regressions"] if regressions.is_file() else []
+    (args.dir / "asv-regressions.json").write_text(json.dumps(found, indent=1))
+    print(f"scratch history in {repo}; gnnperf history exit {out.returncode} "
+          f"({args.dir / 'history.md'}); asv publish's regressions: {len(found)} "
+          f"({args.dir / 'asv-regressions.json'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
