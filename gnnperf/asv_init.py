@@ -85,7 +85,9 @@ def write(repo: str, out: Path, project: str, branches: list[str],
         raise GnnperfError(f"--out {out} is not empty; give a new folder")
     local = Path(repo).expanduser()
     if "://" not in repo and not repo.startswith("git@"):
-        if not (local / ".git").exists():
+        found = subprocess.run(["git", "-C", str(local), "rev-parse", "--git-dir"],
+                               capture_output=True, text=True)
+        if not local.is_dir() or found.returncode != 0:  # a clone, bare or not
             raise GnnperfError(f"--repo {repo}: not a git clone; give its path or its URL")
         repo = str(local.resolve())
     if not branches:

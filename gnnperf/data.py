@@ -146,16 +146,31 @@ class SyntheticSpec:
                 f"train/val/test split; use more nodes or fewer split nodes")
 
 
+#: The large presets' feature signal, calibrated (tools/calibrate_presets.py,
+#: docs/results.md): with a citation graph's homophily (0.8; Cora's is 0.81)
+#: and features that alone classify poorly, full-batch GCN reaches a test
+#: accuracy of about 0.79 on synthetic-1m, where real citation and
+#: co-purchase graphs are (0.70-0.85), and techniques can differ in what
+#: they reach. The generator's first signal (3.0) made every technique
+#: score about 1.0: kept by name (``*-separable``) for results measured on it.
+CALIBRATED_SIGNAL = 0.75
+
 # Named presets: "synthetic-cora" has Cora's shape (so the default run needs no
-# files), the others span the sizes the benchmarks scale over.
+# files), the others span the sizes the benchmarks scale over. A preset's
+# edges depend on its size, degree, homophily and hubs only: the calibrated
+# presets have the edges of their separable originals, so step times carry over.
 SYNTHETIC_PRESETS: dict[str, SyntheticSpec] = {
     "synthetic-cora": SyntheticSpec(2708, 4.0, 1433, 7),
     "synthetic-10k": SyntheticSpec(2_000, 5.0, 64, 8),
     "synthetic-100k": SyntheticSpec(20_000, 5.0, 64, 8),
     # Large graphs get 1000 training nodes per class, so a sampled epoch
     # is several batches of 1024 seeds.
-    "synthetic-1m": SyntheticSpec(100_000, 10.0, 128, 10, train_per_class=1000),
-    "synthetic-10m": SyntheticSpec(1_000_000, 10.0, 128, 10, train_per_class=1000),
+    "synthetic-1m": SyntheticSpec(100_000, 10.0, 128, 10, signal=CALIBRATED_SIGNAL,
+                                  train_per_class=1000),
+    "synthetic-10m": SyntheticSpec(1_000_000, 10.0, 128, 10, signal=CALIBRATED_SIGNAL,
+                                   train_per_class=1000),
+    "synthetic-1m-separable": SyntheticSpec(100_000, 10.0, 128, 10, train_per_class=1000),
+    "synthetic-10m-separable": SyntheticSpec(1_000_000, 10.0, 128, 10, train_per_class=1000),
 }
 
 _SYNTH_PATTERN = re.compile(r"^synthetic:(?P<args>.+)$")

@@ -76,7 +76,7 @@ def test_run_over_seeds_reports_time_to_accuracy_median_and_spread(tmp_path, cap
     assert doc["config"]["seeds"] == [0, 1]
     rows = {row["label"]: row for row in doc["time_to_accuracy"]["rows"]}
     assert rows["baseline"]["seeds"] == [0, 1] and len(rows["sampled"]["seconds"]) == 2
-    assert "median of 2 seeds' best" in doc["time_to_accuracy"]["target"]["rule"]
+    assert "lower median of 2 seeds' bests" in doc["time_to_accuracy"]["target"]["rule"]
     assert "target: validation accuracy" in text and "time to accuracy (" in text
     assert text.count("\nbaseline ") == 2  # the epoch table (first seed) and the race
 

@@ -274,3 +274,21 @@ def test_wheel_package_data_covers_every_bundled_file():
     files = [p.relative_to(root).as_posix() for p in BUNDLED_PLANETOID.rglob("*") if p.is_file()]
     assert len(files) == 17  # 8 raw files each for Cora and CiteSeer, and the licence
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+def test_the_calibrated_presets_keep_their_edges_and_the_separable_ones_stay_by_name():
+    import dataclasses
+
+    from gnnperf.data import CALIBRATED_SIGNAL, SYNTHETIC_PRESETS, synthetic_graph
+    for size in ("1m", "10m"):
+        calibrated = SYNTHETIC_PRESETS[f"synthetic-{size}"]
+        separable = SYNTHETIC_PRESETS[f"synthetic-{size}-separable"]
+        assert calibrated.signal == CALIBRATED_SIGNAL and separable.signal == 3.0
+        assert dataclasses.replace(calibrated, signal=3.0) == separable
+    # The signal moves the features only: the same edges, labels and split.
+    small = dataclasses.replace(SYNTHETIC_PRESETS["synthetic-1m"], num_nodes=3000,
+                                train_per_class=20, num_val=300, num_test=600)
+    weak, strong = (synthetic_graph(dataclasses.replace(small, signal=s)) for s in (0.75, 3.0))
+    assert torch.equal(weak.edge_index, strong.edge_index) and torch.equal(weak.y, strong.y)
+    assert torch.equal(weak.train_mask, strong.train_mask)
+    assert not torch.equal(weak.x, strong.x)

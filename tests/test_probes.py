@@ -100,9 +100,9 @@ def test_cpu_run_reports_monitoring_as_na_and_a_timeline_off_the_clock(cora_data
     epochs = []  # per epoch: whether its steps were probed
     real_epoch = measure._run_epoch
 
-    def run_epoch(run, counter, measure_peak=None, timeline=None):
+    def run_epoch(run, counter, measure_peak=None, timeline=None, after_step=None):
         epochs.append(timeline is not None)
-        return real_epoch(run, counter, measure_peak, timeline)
+        return real_epoch(run, counter, measure_peak, timeline, after_step)
     monkeypatch.setattr(measure, "_run_epoch", run_epoch)
     result = measure_variant(get_variant("sampled"), cora_dataset, TrainConfig(epochs=5), "cpu", 2)
     assert epochs == [True, True, False, False, False]  # 2 warm-up, 3 timed

@@ -275,11 +275,11 @@ def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cor
     regions = []
     real_epoch = measure._run_epoch
 
-    def run_epoch(run, counter, measure_peak=None, timeline=None):
+    def run_epoch(run, counter, measure_peak=None, timeline=None, after_step=None):
         if len(counter.losses) < 4:  # the warm-up epochs and the first timed one
-            return real_epoch(run, counter, measure_peak, timeline)
+            return real_epoch(run, counter, measure_peak, timeline, after_step)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            real_epoch(run, counter, measure_peak, timeline)
+            real_epoch(run, counter, measure_peak, timeline, after_step)
         regions.append(sum("Compiled" in event.name for event in prof.events()))
     monkeypatch.setattr(measure, "_run_epoch", run_epoch)
     # The run's usual fresh compile cache would compile it cold (seconds)
@@ -380,3 +380,15 @@ def test_a_ladder_of_launch_bound_points_alone_keeps_its_largest():
                   launch_bound={"stream": [MIB, 4 * MIB], "gather": [MIB]})
     assert roofs.bandwidth("stream", MIB) == 2e9
     assert roofs.bandwidth("gather", 64 * MIB) == 1e9
+
+
+def test_each_step_of_a_loop_reads_what_it_needs_again():
+    # Two steps that each read a 4000-byte weight: 8000 bytes of compulsory
+    # traffic, not 4000 (the loop as one step would count the weight once).
+    weight = torch.randn(1000)
+    with eager_counting(OpCounter()) as ops:
+        for _ in range(2):
+            weight.sum()
+            ops.end_step()
+    assert ops.compulsory_bytes == 8000
+    assert StepWork.of(ops, 2).per_step().compulsory_bytes == 4000

@@ -87,7 +87,7 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
     repo_path = Path(library_repo if library_repo is not None else repo).resolve()
     if library_repo is not None:
         try:
-            _git(repo_path, "rev-parse", "--show-toplevel")
+            _git(repo_path, "rev-parse", "--git-dir")  # a clone, bare or not
         except GnnperfError:
             raise GnnperfError(f"--library-repo {library_repo}: not a git checkout; give the "
                                f"library's clone (git clone URL PATH)") from None

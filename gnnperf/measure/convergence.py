@@ -149,7 +149,7 @@ def target_for(reference: str, reference_curves: Sequence[Convergence],
     # above the lower one's reach, and the reference would miss its own target.
     best = statistics.median_low(curve.best_val for curve in reference_curves)
     seeds = len(reference_curves)
-    over = f"median of {seeds} seeds' best" if seeds > 1 else "its best"
+    over = f"the lower median of {seeds} seeds' bests" if seeds > 1 else "its best"
     return Target(share * best, f"validation accuracy {share * best:.3f}: {share:.0%} of "
                                 f"{reference}'s ({over}, {best:.3f})")
 

@@ -308,9 +308,10 @@ class StepWork:
 
     def per_step(self) -> "StepWork":
         """One step's share of each counted figure (the working set is one
-        step's already). The compulsory traffic of several steps counts a
-        memory reused from step to step once, so its share is a lower bound
-        of a step's: the bound stays a bound."""
+        step's already). The compulsory traffic is each step's summed
+        (:meth:`~gnnperf.measure.workcount.OpCounter.end_step`) where the
+        steps were told apart, else the loop's as one step, which counts a
+        memory reused from step to step once: a lower bound either way."""
         def share(value: int | None) -> int | None:
             return None if value is None else round(value / self.steps)
         return StepWork(share(self.flops), share(self.bytes_moved), share(self.gather_bytes),

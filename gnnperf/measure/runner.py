@@ -286,7 +286,8 @@ def chance_level(data: Data) -> tuple[float, float]:
 
 def _run_epoch(run: TrainingRun, counter: _EpochCounter,
                measure_peak: Callable[[Callable[[], object]], None] | None = None,
-               timeline: MemoryTimeline | None = None) -> None:
+               timeline: MemoryTimeline | None = None,
+               after_step: Callable[[], None] | None = None) -> None:
     batches: Iterator = iter(run.batches())
     losses = []
     for batch in batches:
@@ -301,6 +302,8 @@ def _run_epoch(run: TrainingRun, counter: _EpochCounter,
         counter.steps += 1
         counter.seeds += batch.num_seeds
         counter.edges += batch.num_edges
+        if after_step is not None:
+            after_step()
     # One host sync per epoch, after the timing-relevant work is queued.
     counter.losses.append(check_losses(losses, f"epoch {len(counter.losses) + 1}",
                                        counter.steps - len(losses) + 1))
@@ -624,7 +627,9 @@ def _counted_epoch(run: TrainingRun, counter: _EpochCounter,
     from gnnperf.measure.workcount import OpCounter, eager_counting
     steps_before = counter.steps
     with eager_counting(OpCounter()) as ops:
-        _run_epoch(run, counter, timeline=timeline)
+        # Step by step: what each step must read, it reads again (the
+        # compulsory traffic is a step's, summed over the epoch's steps).
+        _run_epoch(run, counter, timeline=timeline, after_step=ops.end_step)
     return StepWork.of(ops, counter.steps - steps_before, run.device)
 
 

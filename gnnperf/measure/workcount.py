@@ -390,6 +390,15 @@ class OpCounter(TorchDispatchMode):
         return sum(nbytes for (device, _), nbytes in self._storages.items()
                    if torch.device(device).type == device_type)
 
+    def end_step(self) -> None:
+        """One step of a loop ended: its compulsory traffic is kept and the
+        next step's is counted afresh (what one step reads, the next must
+        read again; what a step allocated and left, the next finds there)."""
+        for (device, _), nbytes in self._compulsory.items():
+            self._settled[torch.device(device).type] += nbytes
+        self._compulsory.clear()
+        self._fresh.clear()
+
     def _allocated(self, key: tuple[str, int]) -> None:
         """Memory at :obj:`key` is now the counted code's own allocation."""
         if key[1] == 0:  # no address (meta, fake tensors): no memory to tell apart
