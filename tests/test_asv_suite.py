@@ -211,6 +211,21 @@ def test_importing_the_suite_touches_no_cuda():
     assert out.stdout.startswith("imported ")
 
 
+def test_no_helper_of_the_suite_reads_as_a_benchmark():
+    # asv takes every module-level function named time_*, track_*, peakmem_*
+    # or mem_* for a benchmark: a helper so named runs, and fails, as one
+    # (time_to_accuracy's setup_cache did in a real asv run).
+    import importlib
+    import inspect
+    prefixes = ("time_", "track_", "peakmem_", "mem_", "timeraw_")
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        module = importlib.import_module(f"benchmarks.{path.stem}")
+        named = [name for name, value in vars(module).items()
+                 if inspect.isfunction(value) and name.startswith(prefixes)
+                 and value.__module__ == module.__name__]
+        assert not named, f"benchmarks/{path.name}: {named}"
+
+
 def test_asv_check(asv_conf):
     out = _asv(asv_conf, "check", "--python=same")
     assert out.returncode == 0, out.stdout + out.stderr
