@@ -8,14 +8,17 @@ nightly); ``$GNNPERF_ASV_DATASETS`` adds the user's graphs to it
 takes; one that cannot load here is n/a).
 
 ``$GNNPERF_ASV_VARIANTS`` (``baseline,sampled``) narrows every module to
-those variants, ``$GNNPERF_ASV_MODELS`` (``gcn,gat``) the model parameter to
-those models. The lists are checked when the suite is imported (asv needs
+those variants, ``$GNNPERF_ASV_MODELS`` (``gcn,gat``, or a user's
+``mypkg.models:build``) the model parameter to those models;
+``$GNNPERF_ASV_PATH`` puts the folders a user's model imports from first on
+the suite's path (asv passes no PYTHONPATH). The lists are checked when the suite is imported (asv needs
 the parameter lists then): an unknown name stops ``asv run`` with one line.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,19 @@ PROFILE_ENV = "GNNPERF_ASV_PROFILE"
 DATASETS_ENV = "GNNPERF_ASV_DATASETS"
 VARIANTS_ENV = "GNNPERF_ASV_VARIANTS"
 MODELS_ENV = "GNNPERF_ASV_MODELS"
+#: Folders put first on the suite's import path: where a user's model
+#: package (``GNNPERF_ASV_MODELS=mypkg.models:build``) lives. asv runs its
+#: benchmarks without the caller's PYTHONPATH.
+PATH_ENV = "GNNPERF_ASV_PATH"
+
+
+def _user_path() -> None:
+    for folder in reversed([f for f in os.environ.get(PATH_ENV, "").split(os.pathsep) if f]):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+_user_path()
 
 
 def _suite_variants() -> list[str]:
@@ -200,7 +216,10 @@ def current_profile() -> Profile:
         try:  # checked, and spelled as the registry does (GCN, not gcn, is no new case)
             models = tuple(parse_models(text))
         except Exception as exc:
-            raise ValueError(f"{MODELS_ENV}: {exc}") from None
+            hint = (f" (asv does not pass PYTHONPATH to its benchmarks: name the folder in "
+                    f"{PATH_ENV}, or install the package in asv's environment)"
+                    if "cannot import" in str(exc) else "")
+            raise ValueError(f"{MODELS_ENV}: {exc}{hint}") from None
     return dataclasses.replace(
         profile, models=models or profile.models,
         datasets=profile.datasets + tuple(d for d in extra if d not in profile.datasets),

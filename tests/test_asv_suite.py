@@ -566,3 +566,27 @@ def test_a_name_moved_by_the_measurement_wing_is_found_under_its_older_path(monk
                                "measure.runner.warm_device") is warm_device
     with pytest.raises(NotImplementedError, match="lacks no_such_module.warm_device"):
         compat.gnnperf_name("no_such_module.warm_device", "measure.no_such_name")
+
+
+def test_a_users_model_package_joins_the_suite_from_its_own_folder(tmp_path):
+    # asv runs benchmarks without the caller's PYTHONPATH: the folder the
+    # model imports from is named in GNNPERF_ASV_PATH, and the model by its
+    # import path becomes a model parameter (the case name records it).
+    package = tmp_path / "teammodels"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "nets.py").write_text(
+        "import torch\n\n"
+        "def build(in_channels, hidden, out_channels, layers):\n"
+        "    return torch.nn.Linear(in_channels, out_channels)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["GNNPERF_ASV_MODELS"] = "gcn,teammodels.nets:build"
+    code = "import benchmarks.profiles as p; print(p.PROFILE.models)"
+    missing = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert missing.returncode != 0 and "GNNPERF_ASV_PATH" in missing.stderr
+    found = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                           env={**env, "GNNPERF_ASV_PATH": str(tmp_path)},
+                           capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert "teammodels.nets:build" in found.stdout
