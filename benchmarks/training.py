@@ -252,22 +252,31 @@ class Headroom(_PerVariant):
     them is n/a there."""
     # 2: on a GPU, device work only, and roofs without launch-bound ladder
     # points (issue 47). 3: the bound is the compulsory traffic's (each
-    # memory touched once), no longer the operators' traffic (issue 48).
+    # memory that existed before a step, once), no longer the operators'
+    # traffic (issue 48); commits before it are n/a, not another formula.
     version = "3"
 
     def make(self, cache, dataset, variant):
         roofs = compat.gnnperf_name("measure.roofline.cached_roofs",
                                     "roofline.cached_roofs")(self.device)
-        count_work = compat.gnnperf_name("measure.workcount.count_work",
-                                          "workcount.count_work")
         step_work = compat.gnnperf_name("measure.roofline.StepWork", "roofline.StepWork")
         assess = compat.gnnperf_name("measure.roofline.assess", "roofline.assess")
         prep = caches.prepared(cache, dataset, variant, warm=True)
-        ops = count_work(lambda: caches.timed_epoch(prep.run, self.device))
+        op_counter = compat.gnnperf_name("measure.workcount.OpCounter")
+        if not hasattr(op_counter, "end_step"):  # an older commit: another bound, no figure
+            raise NotImplementedError("this commit's work count has no compulsory traffic "
+                                      "(the bound of version 3)")
+        eager_counting = compat.gnnperf_name("measure.workcount.eager_counting")
+        steps = 0
+        with eager_counting(op_counter()) as ops:  # step by step, as gnnperf run counts
+            for batch in prep.run.batches():
+                prep.run.step(batch)
+                ops.end_step()
+                steps += 1
         if self.device.type == "cpu":
-            work = step_work.of(ops, len(prep.batches))
+            work = step_work.of(ops, steps)
         elif hasattr(ops, "places"):  # the device's work apart from the host's
-            work = step_work.of(ops, len(prep.batches), self.device)
+            work = step_work.of(ops, steps, self.device)
         else:
             raise NotImplementedError("this commit's work count does not split a GPU step's "
                                       "device work from its host work")

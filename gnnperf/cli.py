@@ -238,6 +238,10 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     config.validate()
     seeds = _seeds(args)
     check_target(args.target_acc, args.target_share)
+    if args.no_time_to_accuracy and (args.target_acc is not None
+                                     or args.target_share != DEFAULT_TARGET_SHARE):
+        raise GnnperfError("--target-acc and --target-share set time to accuracy's target; "
+                           "drop them or drop --no-time-to-accuracy")
     explicit = args.variants is not None
     specs = [get_variant(name) for name in
              (args.variants.split(",") if explicit else standard_variants()) if name.strip()]
@@ -276,6 +280,8 @@ def _seeds(args: argparse.Namespace) -> list[int]:
         return [args.seed if args.seed is not None else _train_config_defaults().seed]
     if args.seed is not None:
         raise GnnperfError("give --seed or --seeds, not both (--seeds 0,1,2 replaces --seed)")
+    if any(seed < 0 for seed in args.seeds):
+        raise GnnperfError(f"--seeds must be >= 0, got {','.join(map(str, args.seeds))}")
     if len(set(args.seeds)) != len(args.seeds):
         raise GnnperfError(f"--seeds {','.join(map(str, args.seeds))} repeats a seed; "
                            f"give each once")
@@ -445,7 +451,8 @@ class _PairMeasurer:
                                            if m == model and v.data_parallel))
                 self.launched[model, config.seed] = distributed.measure_each_data_parallel(
                     group, args.world_size, self.dataset, config, str(self.device),
-                    args.warmup, max(1, args.threads // args.world_size), args.backend)
+                    args.warmup, max(1, args.threads // args.world_size), args.backend,
+                    track_accuracy=not args.no_time_to_accuracy)
             result = self.launched[model, config.seed][variant]
             progress.update(args.epochs)
             if isinstance(result, GnnperfError):

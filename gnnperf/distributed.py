@@ -144,7 +144,7 @@ def _failure_line(failure) -> str:
 
 
 def _measure_rank(variants: tuple, dataset, config, device_name: str, warmup: int,
-                  threads: int, backend: str) -> dict:
+                  threads: int, backend: str, track_accuracy: bool = True) -> dict:
     """One launched rank: join the group and measure each variant on the
     graph the launcher loaded (passed in, never loaded again by name),
     in turn (variant -> result)."""
@@ -154,7 +154,8 @@ def _measure_rank(variants: tuple, dataset, config, device_name: str, warmup: in
     init_from_env(resolve_backend(backend, device), device)
     try:
         set_threads(threads)
-        return {variant: measure_variant(variant, dataset, config, device, warmup)
+        return {variant: measure_variant(variant, dataset, config, device, warmup,
+                                         track_accuracy=track_accuracy)
                 for variant in variants}
     finally:
         dist.destroy_process_group()
@@ -207,8 +208,8 @@ def combine_ranks(results: list, reference_epoch_s: float | None = None):
 
 def measure_data_parallel_many(variants: list, world_size: int, dataset, config,
                                device_name: str, warmup: int, threads: int,
-                               backend: str = "auto", one_rank_epoch_s: dict | None = None
-                               ) -> dict:
+                               backend: str = "auto", one_rank_epoch_s: dict | None = None,
+                               track_accuracy: bool = True) -> dict:
     """Measures each of :obj:`variants` (:class:`~gnnperf.variants.Variant`)
     on :obj:`dataset` (a loaded :class:`~gnnperf.data.Dataset`, handed to
     every rank) on the same :obj:`world_size` local ranks, one after the
@@ -218,7 +219,7 @@ def measure_data_parallel_many(variants: list, world_size: int, dataset, config,
     rank, launched alike, for the scaling efficiency; variant -> result. A
     rank that fails fails them all (:func:`launch`):
     :func:`measure_each_data_parallel` keeps the others' results."""
-    args = (dataset, config, device_name, warmup, threads, backend)
+    args = (dataset, config, device_name, warmup, threads, backend, track_accuracy)
     ranks = launch(world_size, _measure_rank, tuple(variants), *args)
     per_variant = {variant: [ranks[rank][variant] for rank in sorted(ranks)]
                    for variant in variants}
@@ -256,11 +257,12 @@ def measure_each_data_parallel(variants: list, *args, **kwargs) -> dict:
 
 def measure_data_parallel(variant, world_size: int, dataset, config, device_name: str,
                           warmup: int, threads: int, backend: str = "auto",
-                          one_rank_epoch_s: float | None = None):
+                          one_rank_epoch_s: float | None = None, track_accuracy: bool = True):
     """:func:`measure_data_parallel_many` of one variant."""
     return measure_data_parallel_many(
         [variant], world_size, dataset, config, device_name, warmup, threads, backend,
-        None if one_rank_epoch_s is None else {variant: one_rank_epoch_s})[variant]
+        None if one_rank_epoch_s is None else {variant: one_rank_epoch_s},
+        track_accuracy)[variant]
 
 
 __all__ = ["AllReduceTimer", "LOOPBACK", "Shard", "ShardedBatches", "TIMEOUT_S", "combine_ranks",

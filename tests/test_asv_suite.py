@@ -211,12 +211,13 @@ def test_importing_the_suite_touches_no_cuda():
     assert out.stdout.startswith("imported ")
 
 
-def test_no_helper_of_the_suite_reads_as_a_benchmark():
+def test_no_helper_of_the_suite_reads_as_a_benchmark(monkeypatch):
     # asv takes every module-level function named time_*, track_*, peakmem_*
     # or mem_* for a benchmark: a helper so named runs, and fails, as one
     # (time_to_accuracy's setup_cache did in a real asv run).
     import importlib
     import inspect
+    monkeypatch.syspath_prepend(str(ROOT))
     prefixes = ("time_", "track_", "peakmem_", "mem_", "timeraw_")
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         module = importlib.import_module(f"benchmarks.{path.stem}")

@@ -389,7 +389,7 @@ def test_one_rank_on_cuda_takes_its_gpu_and_joins_nccl_before_it_measures(monkey
     monkeypatch.setattr(torch.distributed, "get_rank", lambda: 0)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 1)
     monkeypatch.setattr(torch.distributed, "get_backend", lambda: joined[0])
-    monkeypatch.setattr(gnnperf.measure.runner, "measure_variant", lambda variant, *args: (
+    monkeypatch.setattr(gnnperf.measure.runner, "measure_variant", lambda variant, *args, **kwargs: (
         calls.append(("measure", variant.name, str(args[2]))) or variant.name))
     found = distributed._measure_rank((get_variant("ddp"), get_variant("sampled+ddp")), None,
                                       TrainConfig(), "cuda", 3, 1, "auto")

@@ -363,8 +363,9 @@ class OpCounter(TorchDispatchMode):
         # The memories an op allocates (outputs sharing no input's storage)
         # are the step's own: a fused implementation need not move them.
         # Those that existed before (first seen as an input) are compulsory.
-        # An out= tensor is where the op writes, not an input: one the op
-        # resized (an empty one) is a new allocation of the op's.
+        # An out= tensor is where the op writes, not what it reads: its
+        # memory is the op's output (a buffer the code allocated or reuses
+        # as its own workspace), which a fused implementation need not write.
         read = (args, {k: v for k, v in kwargs.items() if k != "out"})
         inputs = {_storage_key(t) for t in _tensors(read) if _has_memory(t)}
         for tensor in _tensors(out):
