@@ -14,25 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError
-
-#: What the written configuration's environments install beside the
-#: library: gnnperf's runtime dependencies (pyproject's), torch pinned to
-#: this environment's release. The library itself is the project, so it is
-#: left out of the matrix.
-RUNTIME = ("numpy", "tqdm", "tabulate", "matplotlib", "scipy", "filelock", "torch-geometric",
-           "pymetis", "nvidia-ml-py")
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
 
 def _checkout_top() -> Path:
     """This gnnperf's checkout (its ``benchmarks/`` and its source)."""
@@ -43,44 +30,37 @@ def _checkout_top() -> Path:
     return top
 
 
-def config(repo: str, project: str, branches: list[str], python: str, torch_version: str,
+def suite_config(top: Path) -> dict:
+    """gnnperf's own ``asv.conf.json`` (asv's JSON, with ``//`` comments):
+    the matrix, build, launch and thresholds a library's run reuses."""
+    lines = (top / "asv.conf.json").read_text().splitlines()
+    return json.loads("\n".join(line for line in lines if not line.lstrip().startswith("//")))
+
+
+def config(suite: dict, repo: str, project: str, branches: list[str], python: str,
            wheel: Path, constraints: Path) -> dict:
-    """asv's configuration of :obj:`repo`'s commits measured by this
-    gnnperf (:obj:`wheel`), in the folder it is written to."""
-    req: dict[str, list[str]] = {"torch": [torch_version]}
-    req.update({name: [""] for name in RUNTIME if _canonical(name) != _canonical(project)})
-    return {
-        "version": 1,
-        "project": project,
-        "repo": repo,
-        "branches": branches,
-        "dvcs": "git",
-        "environment_type": "virtualenv",
-        "pythons": [python],
-        "matrix": {"req": req},
-        # The library's wheel with its own dependencies, torch held where the
-        # matrix put it (a library that wants another torch fails here, in one
-        # line, instead of measuring another torch); then gnnperf, no deps.
-        "build_command": ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"],
-        "install_command": [
-            f"in-dir={{env_dir}} python -m pip install --constraint {constraints} {{wheel_file}}",
-            f"in-dir={{env_dir}} python -m pip install --no-deps {wheel}",
-        ],
-        "uninstall_command": ["return-code=any python -m pip uninstall -y {project}"],
-        "launch_method": "forkserver",
-        "benchmark_dir": "benchmarks",
-        "env_dir": ".asv/env",
-        "results_dir": ".asv/results",
-        "html_dir": ".asv/html",
-    }
+    """:obj:`suite` (:func:`suite_config`) pointed at :obj:`repo`'s commits,
+    measured by this gnnperf (:obj:`wheel`): the library is the project, so
+    it leaves the matrix; the rest of gnnperf's matrix (torch pinned) stays."""
+    from packaging.utils import canonicalize_name
+    req = {name: versions for name, versions in suite["matrix"]["req"].items()
+           if canonicalize_name(name) != canonicalize_name(project)}
+    return {**suite, "project": project, "repo": repo, "branches": branches,
+            "pythons": [python], "matrix": {**suite["matrix"], "req": req},
+            # The library's wheel with its own dependencies, torch held where
+            # the matrix put it (a library that wants another torch fails here,
+            # in one line, instead of measuring another torch); then gnnperf,
+            # without dependencies.
+            "install_command": [
+                f"in-dir={{env_dir}} python -m pip install --constraint {constraints} "
+                f"{{wheel_file}}",
+                f"in-dir={{env_dir}} python -m pip install --no-deps {wheel}"]}
 
 
 def write(repo: str, out: Path, project: str, branches: list[str],
           python: str | None = None) -> Path:
     """Writes ``asv.conf.json`` into :obj:`out` (an empty or new folder)
     with this gnnperf's benchmarks and wheel beside it; returns its path."""
-    import torch
-
     if out.exists() and any(out.iterdir()):
         raise GnnperfError(f"--out {out} is not empty; give a new folder")
     local = Path(repo).expanduser()
@@ -105,12 +85,11 @@ def write(repo: str, out: Path, project: str, branches: list[str],
     if built.returncode != 0:
         raise GnnperfError(f"building gnnperf's wheel failed: {built.stderr.strip()[-300:]}")
     wheel, = wheels.glob("gnnperf-*.whl")
-    torch_version = torch.__version__.split("+")[0]
+    suite = suite_config(top)
     constraints = out / "constraints.txt"
-    constraints.write_text(f"torch=={torch_version}\n")
+    constraints.write_text(f"torch=={suite['matrix']['req']['torch'][0]}\n")
     python = python or f"{sys.version_info.major}.{sys.version_info.minor}"
-    conf = config(repo, project, branches, python, torch_version, wheel.resolve(),
-                  constraints.resolve())
+    conf = config(suite, repo, project, branches, python, wheel.resolve(), constraints.resolve())
     path = out / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=4) + "\n")
     return path
@@ -147,4 +126,4 @@ def asv_init_command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_parser", "asv_init_command", "config", "write"]
+__all__ = ["add_parser", "asv_init_command", "config", "suite_config", "write"]

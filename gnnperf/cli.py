@@ -277,7 +277,8 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
 def _seeds(args: argparse.Namespace) -> list[int]:
     """The seeds every variant trains with: ``--seeds``, else ``--seed``."""
     if getattr(args, "seeds", None) is None:
-        return [args.seed if args.seed is not None else _train_config_defaults().seed]
+        from gnnperf.variants import TrainConfig
+        return [args.seed if args.seed is not None else TrainConfig().seed]
     if args.seed is not None:
         raise GnnperfError("give --seed or --seeds, not both (--seeds 0,1,2 replaces --seed)")
     if any(seed < 0 for seed in args.seeds):
@@ -286,11 +287,6 @@ def _seeds(args: argparse.Namespace) -> list[int]:
         raise GnnperfError(f"--seeds {','.join(map(str, args.seeds))} repeats a seed; "
                            f"give each once")
     return list(args.seeds)
-
-
-def _train_config_defaults():
-    from gnnperf.variants import TrainConfig
-    return TrainConfig()
 
 
 def run_command(args: argparse.Namespace) -> int:

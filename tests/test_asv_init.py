@@ -74,9 +74,18 @@ def test_asv_init_writes_the_configuration_for_the_librarys_commits(library, tmp
     conf = json.loads((out / "asv.conf.json").read_text())
     assert conf["repo"] == str(library.resolve()) and conf["branches"] == ["main"]
     assert conf["project"] == "steplib" and conf["benchmark_dir"] == "benchmarks"
+    # gnnperf's own matrix (torch pinned), the library left out of it; its
+    # build, launch and thresholds gnnperf's own.
+    from gnnperf.asv_init import suite_config
+    suite = suite_config(Path(__file__).resolve().parents[1])
     req = conf["matrix"]["req"]
-    assert req["torch"] == [torch.__version__.split("+")[0]]
-    assert "steplib" not in req and "torch-geometric" in req
+    assert req == suite["matrix"]["req"] and req["torch"] == [torch.__version__.split("+")[0]]
+    assert conf["regressions_thresholds"] == suite["regressions_thresholds"]
+    pyg = tmp_path / "pyg-bench"
+    assert main(["asv-init", "--repo", str(library), "--out", str(pyg),
+                 "--project", "torch_geometric"]) == 0
+    assert "torch-geometric" not in json.loads((pyg / "asv.conf.json").read_text())[
+        "matrix"]["req"]
     # The library's wheel with its dependencies, torch held by a constraint;
     # then this gnnperf's wheel, built now, without dependencies.
     library_install, gnnperf_install = conf["install_command"]
