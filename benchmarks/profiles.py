@@ -75,6 +75,16 @@ def variants_with(technique: str, extra: tuple[str, ...] = ()) -> list[str]:
     return found or [technique]  # asv rejects an empty parameter list
 
 
+#: The variants a history across commits follows (the gate's calibrated
+#: cases): full-graph, mini-batch, and the fast path.
+HISTORY_VARIANTS = ("baseline", "sampled", "sparse+trimmed+sparse_features")
+
+
+def history_variants() -> list[str]:
+    """:data:`HISTORY_VARIANTS` that the selection keeps, else its first."""
+    return [v for v in VARIANTS if v in HISTORY_VARIANTS] or VARIANTS[:1]
+
+
 def minibatch_variants() -> list[str]:
     """Registry variants whose batches are sampled subgraphs."""
     return [v for v in VARIANTS if is_minibatch(v)] or ["sampled"]

@@ -8,7 +8,7 @@ import itertools
 import statistics
 import time
 
-from . import base, caches, compat, profiles, suite
+from . import base, caches, compat, profiles, relative, suite
 from .profiles import PROFILE, VARIANTS
 
 
@@ -40,6 +40,34 @@ class TrainStep(_PerModel):
     def time_train_step(self, cache, dataset, variant, model):
         """Wall time of one step, CUDA synchronised."""
         self.prep.synced_step()
+
+
+class TrainStepOverReference(base.Benchmark):
+    """One step's time over a plain-torch reference step's (a GCN step of
+    Cora's shape), the two timed block after block in the same process
+    (:mod:`benchmarks.relative`): the machine's speed at that minute scales
+    both and cancels, so a history of it can show a drift of 1% a commit
+    that the raw step time's spread between processes hides
+    (docs/history.md). Unitless: 1.0 is as fast as the reference. GCN and
+    the history's variants only (:data:`profiles.HISTORY_VARIANTS`): the
+    figure is for histories; the raw step times cover the rest."""
+    params = [list(PROFILE.datasets), profiles.history_variants()]
+    param_names = ["dataset", "variant"]
+    setup_cache = caches.training_datasets_cache
+    timeout = 600
+    # An edit of relative.ReferenceStep changes every value: raise this with it.
+    version = "1"
+
+    def make(self, cache, dataset, variant):
+        self.prep = caches.prepared(cache, dataset, variant, warm=True)
+        self.reference = relative.ReferenceStep(self.device)
+
+    def track_step_over_reference(self, cache, dataset, variant):
+        """The median over 30 rounds of one step's time over the reference's."""
+        return relative.step_over_reference(self.prep.synced_step, self.reference,
+                                            self.device)
+
+    track_step_over_reference.unit = "ratio"
 
 
 class TrainStepMemory(_PerVariant):

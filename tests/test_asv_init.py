@@ -38,8 +38,11 @@ class Net(torch.nn.Module):
 def build(in_channels, hidden, out_channels, layers):
     return Net(in_channels, hidden, out_channels)
 '''
-EXTRA_AT = 3  # the commit (1-based after GOOD) whose forward does one more op
-COMMITS = 4
+EXTRA_AT = 1  # the commit (1-based after GOOD) whose forward does one more op
+# Two commits after GOOD: the search probes the midpoint (commit 1, the
+# answer, inside the range) after the two ends; each probe is a cold
+# interpreter.
+COMMITS = 2
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -125,7 +128,7 @@ def test_bisect_across_a_librarys_commits_finds_the_commit(library):
     # gnnperf fixed (this tree), the library's commits each first on the
     # path; the case trains the library's own model, by import path.
     proc = subprocess.run(
-        [sys.executable, "-m", "gnnperf", "bisect", "HEAD~4", "HEAD", "--library-repo",
+        [sys.executable, "-m", "gnnperf", "bisect", f"HEAD~{COMMITS}", "HEAD", "--library-repo",
          str(library), "--case", "baseline@synthetic-10k@steplib.models:build",
          "--metric", "aten_ops", "--quiet"],
         capture_output=True, text=True, timeout=600)

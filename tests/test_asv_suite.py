@@ -227,6 +227,44 @@ def test_no_helper_of_the_suite_reads_as_a_benchmark(monkeypatch):
         assert not named, f"benchmarks/{path.name}: {named}"
 
 
+def test_step_over_reference_reads_a_slower_step_and_not_a_slower_machine(monkeypatch):
+    """The history's figure (benchmarks/relative.py): the reference against
+    itself reads 1; a step that does the reference's work twice reads 2;
+    and when the machine turns half as fast part-way through (every call
+    from then on doing its work twice over), the ratio stays at 2."""
+    import torch
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import relative, suite
+    suite.set_threads()  # one thread, as every benchmark: no idle threads' spinning
+    cpu = torch.device("cpu")
+    reference = relative.ReferenceStep(cpu)
+    state = {"calls": 0, "slow_after": None}
+
+    def machine(fn):
+        def call():
+            state["calls"] += 1
+            slow = state["slow_after"] is not None and state["calls"] > state["slow_after"]
+            for _ in range(2 if slow else 1):
+                fn()
+        return call
+
+    def twice():
+        reference()
+        reference()
+
+    def ratio(step, block_s: float = 0.004) -> float:
+        return relative.step_over_reference(machine(step), machine(reference), cpu,
+                                            rounds=15, block_s=block_s)
+
+    assert 0.8 < ratio(lambda: reference()) < 1.25
+    assert 1.6 < ratio(twice) < 2.5
+    # One call a block (a block shorter than any call): two calibration
+    # calls of each, then two calls a round, so the slow-down starts inside
+    # round 5 of 15 and every round after it is slow on both sides.
+    state.update(calls=0, slow_after=13)
+    assert 1.6 < ratio(twice, block_s=1e-9) < 2.5
+
+
 def test_asv_check(asv_conf):
     out = _asv(asv_conf, "check", "--python=same")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -368,7 +406,7 @@ def test_asv_quick_smoke(tmp_path, half, built_env):
              if name != "version" and re.search(SMOKE_HALVES[half], name)}
     assert names and names <= set(results["results"]), names - set(results["results"])
     modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {
-        "__init__", "base", "caches", "compat", "profiles", "suite"}  # the helpers
+        "__init__", "base", "caches", "compat", "profiles", "relative", "suite"}  # the helpers
     areas = [m for m in sorted(modules) if re.search(SMOKE_HALVES[half], f"{m}.")]
     for area in areas:  # every benchmark module is touched by one half
         assert any(name.startswith(f"{area}.") for name in names), area

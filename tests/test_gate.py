@@ -267,14 +267,37 @@ def test_sensitivity_rates():
         rec = {"ratio": ratio, "p_slower": p, "p_faster": 1 - p}
         return {"slowdown": s, "cpu": rec, "wall": rec}
 
-    trials = ([trial(0.0, 1.01, 0.2)] * 9 + [trial(0.0, 1.04, 0.001)]
+    trials = ([trial(0.0, 1.01, 0.2)] * 8 + [trial(0.0, 1.04, 0.001), trial(0.0, 0.95, 0.999)]
               + [trial(0.05, 1.05, 0.001)] * 10 + [trial(0.2, 1.2, 0.001)] * 10)
-    rows = evaluate(trials, [0.03, 0.045], 0.01, clocks=("cpu",))
+    rows = evaluate(trials, [0.03, 0.045, 0.06], 0.01, clocks=("cpu",))
     assert rows[0][0.0] == (1, 10) and rows[1][0.0] == (0, 10)
+    # An A/A comparison read as an improvement is a wrong verdict as well,
+    # and a row with one has no clean size.
+    assert rows[0]["aa_wrong"] == (2, 10) and rows[1]["aa_wrong"] == (1, 10)
     assert rows[1][0.05] == (10, 10)
-    assert smallest_clean(rows[0]) is None
-    assert smallest_clean(rows[1]) == 0.05
-    assert "| cpu | 4.5% |" in format_table(trials, rows)
+    assert smallest_clean(rows[0]) is None and smallest_clean(rows[1]) is None
+    assert rows[2]["aa_wrong"] == (0, 10) and smallest_clean(rows[2]) == 0.2
+    table = format_table(trials, rows)
+    assert "| cpu | 4.5% | 0.01 | 0/10 | 1/10 |" in table
+
+
+def test_an_aa_only_study_times_only_the_aa_comparisons(monkeypatch):
+    """``--aa-only``: the false-alarm half of a study, no injected copy."""
+    from gnnperf.gate import sensitivity
+    heads = []
+
+    def fake_time_gate(arms, cases, options, states, log=None, started=None):
+        heads.append(arms["head"].tree.name)
+        a = [[0.01] * 5 for _ in range(6)]
+        return [gate.TimeSamples(cases[0].name, 3, options.clock, a, a, a, a)]
+
+    monkeypatch.setattr(sensitivity, "time_gate", fake_time_gate)
+    monkeypatch.setattr(sensitivity, "calibrate", lambda arm, case: 0.01)
+    settings = sensitivity.StudySettings(Case("baseline", "cora"), slowdowns=(), trials=3)
+    study = sensitivity.run_study(settings, ROOT)
+    assert heads == ["A2"] * 3 and {t["slowdown"] for t in study["trials"]} == {0.0}
+    rows = evaluate(study["trials"], [0.03], 0.01, clocks=("cpu",))
+    assert "| cpu | 3.0% | 0.01 | 0/3 | 0/3 | - |" in format_table(study["trials"], rows)
 
 
 # --------------------------------------------------------------------- bisect
@@ -415,6 +438,7 @@ def test_sensitivity_usage_errors_are_one_line(tmp_path, capsys):
     bad_json.write_text("{}")
     for args, text in [(["--processes", "2"], "--processes >= 3"),
                        (["--slowdowns", "0"], "--slowdowns must be > 0"),
+                       (["--aa-only", "--slowdowns", "0.05"], "--aa-only takes no --slowdowns"),
                        (["--from-json", str(bad_json)], "not a study")]:
         code = main(["sensitivity", *args])
         errors = _one_line_errors(capsys)

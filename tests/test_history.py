@@ -236,6 +236,14 @@ def test_the_study_injects_what_it_says_and_scores_it():
     assert values[end] == values[-1] == pytest.approx(1.01 ** 10)
     assert weights[end] == pytest.approx(2 / (0.02 * 1.01 ** 10))
     assert study.compose(pool, 60, "A/A", random.Random(0))[0] == [1.0] * 60
+    # A track figure's pool (the step over the reference): values without an
+    # interval, weighted as asv weights them, not at all.
+    track = [{"result": 2.0, "ci_99_a": None, "ci_99_b": None}]
+    track_values, track_weights, step_at, _ = study.compose(track, 60, "+5% step",
+                                                           random.Random(0))
+    assert track_weights == [None] * 60 and track_values[step_at] == pytest.approx(2.1)
+    assert track_values[step_at - 1] == 2.0
+    assert study.shrink(track * 2, 0.5) == track * 2
     ramp = history.Change(start + 1, end - 1, 1.1, 1.08, 1.12, 0.0, 1.0, 1.1)
     elsewhere = history.Change(5, 5, 1.05, 1.02, 1.08, 0.0, 1.0, 1.05)
     assert study.score([ramp, elsewhere], start, end, 2, 0.03) == (True, True, True, 1, 1, 1)

@@ -36,13 +36,18 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHMARK = "training.TrainStep.time_train_step"
+#: The figures a pool can hold: asv's raw step time, and the step over the
+#: suite's fixed reference step timed in the same process
+#: (benchmarks/relative.py; one value a round, no samples).
+FIGURES = {"raw": "training.TrainStep.time_train_step",
+           "relative": "training.TrainStepOverReference.track_step_over_reference"}
 
 
 # ---------------------------------------------------------------- the pool
@@ -58,9 +63,10 @@ def _param_index(benchmark, values: dict[str, str]) -> int:
     raise SystemExit(f"history_study: no combination {values} in {benchmark.name}")
 
 
-def _one_round(bench_dir: str, bench_id: str, cache_file: str, timer: str) -> dict:
+def _one_round(bench_dir: str, bench_id: str, cache_file: str, timer: str) -> dict | float:
     """One asv round of one benchmark in a forked child, as asv_runner's
-    ``run`` does it (setup, run, teardown): its samples and number. With
+    ``run`` does it (setup, run, teardown): a time benchmark's samples and
+    number, a track benchmark's value. With
     :obj:`timer` ``cpu`` the benchmark's asv ``timer`` attribute is
     :func:`time.process_time` (asv's own option for a benchmark; its default
     is the wall clock)."""
@@ -95,7 +101,8 @@ def _one_round(bench_dir: str, bench_id: str, cache_file: str, timer: str) -> di
     os.close(read)
     os.waitpid(pid, 0)
     result = json.loads(b"".join(chunks) or b"null")
-    if not isinstance(result, dict) or "error" in result:
+    if result is None or isinstance(result, dict) and ("error" in result
+                                                        or "samples" not in result):
         raise SystemExit(f"history_study: {bench_id} failed: {result}")
     return result
 
@@ -113,14 +120,15 @@ def collect(args: argparse.Namespace) -> int:
     from asv_runner.discovery import get_benchmark_from_name
     from asv_runner.statistics import compute_stats
 
+    name = FIGURES[args.figure]
     cases = []
     for case in args.cases.split(","):
         variant, dataset = case.split("@")
-        benchmark = get_benchmark_from_name(bench_dir, BENCHMARK)
+        benchmark = get_benchmark_from_name(bench_dir, name)
         index = _param_index(benchmark, {"dataset": repr(dataset), "variant": repr(variant),
                                          "model": repr("gcn")})
-        cases.append((case, f"{BENCHMARK}-{index}", get_benchmark_from_name(
-            bench_dir, f"{BENCHMARK}-{index}")))
+        cases.append((case, f"{name}-{index}", get_benchmark_from_name(
+            bench_dir, f"{name}-{index}")))
     rounds = max(int(getattr(b, "rounds", 1)) for _, _, b in cases)
     work = Path(tempfile.mkdtemp(prefix="history-pool-"))
     atexit.register(shutil.rmtree, work, True)  # the graphs are scratch; the pool is --out
@@ -132,15 +140,18 @@ def collect(args: argparse.Namespace) -> int:
     cache_file = str(work / "cache.pickle")
     with open(cache_file, "wb") as fd:
         pickle.dump(cases[0][2].do_setup_cache(), fd)
-    pool = {"what": f"asv {BENCHMARK}: one value = one commit's result (asv's median of "
-                    f"its rounds' samples)",
+    pool = {"what": f"asv {name}: one value = one commit's result (asv's median of "
+                    f"its rounds' samples; a track benchmark's: the median of its rounds')",
+            "figure": args.figure,
             "command": " ".join(["nice -n 19", "python", *sys.argv]),
             "machine": {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
                         "cores": os.cpu_count(), "python": platform.python_version()},
             "date": datetime.date.today().isoformat(), "profile": args.profile,
-            "timer": {"cpu": "time.process_time", "wall": "asv's default (timeit.default_timer)"}[
-                args.timer],
-            "rounds": rounds, "repeat": list(cases[0][2].repeat),
+            "timer": ("the benchmark's own: CPU time of each block on a CPU"
+                      if args.figure == "relative" else
+                      {"cpu": "time.process_time",
+                       "wall": "asv's default (timeit.default_timer)"}[args.timer]),
+            "rounds": rounds, "repeat": list(getattr(cases[0][2], "repeat", [])),
             "cases": {case: [] for case, _, _ in cases}}
     for value in range(args.values):
         samples: dict[str, list[float]] = {case: [] for case, _, _ in cases}
@@ -148,9 +159,17 @@ def collect(args: argparse.Namespace) -> int:
         for _ in range(rounds):
             for case, bench_id, _ in cases:
                 result = _one_round(str(bench_dir), bench_id, cache_file, args.timer)
-                samples[case] += result["samples"]
-                number[case] = result["number"]
+                if isinstance(result, dict):
+                    samples[case] += result["samples"]
+                    number[case] = result["number"]
+                else:  # a track benchmark: one value a round
+                    samples[case].append(result)
         for case, _, _ in cases:
+            if case not in number:  # asv stores a track value without an interval
+                pool["cases"][case].append({
+                    "result": statistics.median(samples[case]), "ci_99_a": None,
+                    "ci_99_b": None, "at": round(time.time() - started, 1)})
+                continue
             median, stats = compute_stats(samples[case], number[case])
             pool["cases"][case].append({
                 "result": median, "ci_99_a": stats["ci_99_a"], "ci_99_b": stats["ci_99_b"],
@@ -162,7 +181,7 @@ def collect(args: argparse.Namespace) -> int:
         pool["wall_seconds"] = round(time.time() - started, 1)
         out.write_text(json.dumps(pool, indent=1) + "\n")
         print(f"value {value + 1}/{args.values}: "
-              + ", ".join(f"{c} {pool['cases'][c][-1]['result'] * 1e3:.3f} ms" for c, _, _ in cases)
+              + ", ".join(f"{c} {pool['cases'][c][-1]['result']:.6g}" for c, _, _ in cases)
               + f" (cpu {pool['cpu_seconds']:.0f} s)", file=sys.stderr, flush=True)
         if args.max_cpu and pool["cpu_seconds"] > args.max_cpu:
             print(f"history_study: stopped at the --max-cpu budget ({args.max_cpu} s)",
@@ -203,23 +222,31 @@ def compose(pool: list[dict], length: int, kind: str, rng: random.Random
     for i, d in enumerate(draws):
         factor = (1 + size) ** (min(max(i - start + 1, 0), commits)) if commits else 1.0
         values.append(d["result"] * factor)
-        width = abs(d["ci_99_b"] - d["ci_99_a"]) * factor
-        weights.append(2 / width if width and math.isfinite(width) else None)
+        weights.append(_weight(d, factor))
     return values, weights, start, (start + commits - 1 if commits else -1)
+
+
+def _weight(value: dict, factor: float = 1.0) -> float | None:
+    """asv's weight of a value, 2 / its 99% interval's width; None where it
+    has none (a track benchmark), as asv leaves it."""
+    if value.get("ci_99_a") is None or value.get("ci_99_b") is None:
+        return None
+    width = abs(value["ci_99_b"] - value["ci_99_a"]) * factor
+    return 2 / width if width and math.isfinite(width) else None
 
 
 def shrink(pool: list[dict], scale: float) -> list[dict]:
     """The pool with each value's log distance from the pool's median
     multiplied by :obj:`scale` (its interval with it): the same shape of
     noise, smaller, for what a quieter machine would give. 1: as measured."""
-    import statistics
     if scale == 1:
         return pool
     mid = statistics.median(v["result"] for v in pool)
     out = []
     for v in pool:
         factor = (v["result"] / mid) ** scale / (v["result"] / mid)
-        out.append({**v, **{k: v[k] * factor for k in ("result", "ci_99_a", "ci_99_b")}})
+        out.append({**v, **{k: v[k] * factor for k in ("result", "ci_99_a", "ci_99_b")
+                            if v.get(k) is not None}})
     return out
 
 
@@ -257,7 +284,6 @@ def study(args: argparse.Namespace) -> int:
         if args.cases and case not in args.cases.split(","):
             continue
         values = shrink(raw, scale)
-        import statistics
         spread = statistics.stdev(math.log(v["result"]) for v in values)
         label = (case if scale == 1 else f"{case}, noise x {scale:g}") + f" (sd {spread:.1%})"
         for kind in KINDS:
@@ -281,7 +307,7 @@ def study(args: argparse.Namespace) -> int:
         # The pool in the order it was measured: one real A/A history, its
         # drift and its slow spells as they came.
         ordered = [v["result"] for v in values]
-        weights = [2 / abs(v["ci_99_b"] - v["ci_99_a"]) for v in values]
+        weights = [_weight(v) for v in values]
         for name, (key, options) in methods.items():
             changes = describe(ordered, DETECTORS[key][0](ordered, weights, **options))
             rows.append({"case": label, "kind": "A/A, pool in measured order", "method": name,
@@ -340,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     col.add_argument("--cases", default="baseline@cora,sampled@cora")
     col.add_argument("--values", type=int, default=60, help="per-commit values per case")
     col.add_argument("--profile", default="quick", help="the asv profile (repeat, rounds)")
+    col.add_argument("--figure", choices=tuple(FIGURES), default="raw",
+                     help="raw: asv's step time; relative: the step over the suite's "
+                          "reference step (benchmarks/relative.py)")
     col.add_argument("--timer", choices=("cpu", "wall"), default="cpu",
                      help="the benchmark's asv timer: the process's CPU time (default: what "
                           "a shared machine can measure) or asv's default wall clock")

@@ -12,8 +12,10 @@ commits on a branch: each edits ``gnnperf/variants/base.py``; commits
 1% of a baseline Cora step on the project's 2-vCPU machine: 10 of them are
 a 10 x 1% ramp); with ``--step-us 0`` every commit edits a comment only
 (an A/A history). asv then measures every commit of the branch in its own
-environment (``training.TrainStep.time_train_step``, baseline GCN on Cora,
-the quick profile's repeats), and ``gnnperf history`` reads the results.
+environment (baseline GCN on Cora, the quick profile: the raw step time
+``training.TrainStep.time_train_step`` and the step over the suite's
+reference step, ``training.TrainStepOverReference.track_step_over_reference``),
+and ``gnnperf history`` reads each of the two figures' results apart.
 Nothing else should run meanwhile: it is a timing study. First run:
 docs/results.md, "A 10 x 1% ramp in a scratch history".
 """
@@ -29,7 +31,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "gnnperf/variants/base.py"
-BENCH = r"training\.TrainStep\.time_train_step"
+#: The two figures of one step each commit: asv's raw step time, and the
+#: step's time over the suite's fixed reference step, timed in the same
+#: process (benchmarks/relative.py), each read by `gnnperf history` apart.
+FIGURES = {"raw": r"training\.TrainStep\.time_train_step",
+           "relative": r"training\.TrainStepOverReference\.track_step_over_reference"}
+BENCH = "|".join(FIGURES.values())
 #: The busy wait each commit sets: a module constant read by the step.
 WAIT = '''
 
@@ -38,9 +45,12 @@ _SCRATCH_WAIT_US = {us}  # commit {index}
 
 
 def _scratch_wait() -> None:
+    # CPU time, as the gate's injected slowdowns: more work, which a busy
+    # machine stretches as it stretches the step (a wall-clock wait would
+    # shrink against the step under load).
     import time
-    end = time.perf_counter() + _SCRATCH_WAIT_US * 1e-6
-    while time.perf_counter() < end:
+    end = time.process_time() + _SCRATCH_WAIT_US * 1e-6
+    while time.process_time() < end:
         pass
 '''
 STEP = '''        """One optimiser step on :obj:`batch`; returns the (detached) loss."""
@@ -96,11 +106,14 @@ def main() -> int:
     subprocess.run([args.python, "-m", "asv", "machine", "--yes"], cwd=repo, check=True, env=env)
     subprocess.run([args.python, "-m", "asv", "run", "--show-stderr", "--bench", BENCH,
                     f"{base}..scratch"], cwd=repo, check=True, env=env)
-    out = subprocess.run([args.python, "-m", "gnnperf", "history", "--results",
-                          str(repo / ".asv" / "results"), "--repo", str(repo), "--bench", BENCH,
-                          "--json", str(args.dir / "history.json"),
-                          "--markdown", str(args.dir / "history.md")],
-                         cwd=ROOT, env=env)
+    exits = {}
+    for figure, pattern in FIGURES.items():
+        exits[figure] = subprocess.run(
+            [args.python, "-m", "gnnperf", "history", "--results", str(repo / ".asv" / "results"),
+             "--repo", str(repo), "--bench", pattern,
+             "--json", str(args.dir / f"history-{figure}.json"),
+             "--markdown", str(args.dir / f"history-{figure}.md")],
+            cwd=ROOT, env=env).returncode
     # asv's own detector on the same results, for comparison: asv publish's
     # regressions (its step detection with the configuration's thresholds).
     subprocess.run([args.python, "-m", "asv", "publish"], cwd=repo, check=True, env=env,
@@ -108,9 +121,10 @@ def main() -> int:
     regressions = repo / ".asv" / "html" / "regressions.json"
     found = json.loads(regressions.read_text())["regressions"] if regressions.is_file() else []
     (args.dir / "asv-regressions.json").write_text(json.dumps(found, indent=1))
-    print(f"scratch history in {repo}; gnnperf history exit {out.returncode} "
-          f"({args.dir / 'history.md'}); asv publish's regressions: {len(found)} "
-          f"({args.dir / 'asv-regressions.json'})")
+    print(f"scratch history in {repo}; gnnperf history exit "
+          + ", ".join(f"{figure} {code} ({args.dir / f'history-{figure}.md'})"
+                      for figure, code in exits.items())
+          + f"; asv publish's regressions: {len(found)} ({args.dir / 'asv-regressions.json'})")
     return 0
 
 

@@ -114,8 +114,12 @@ def add_parsers(sub) -> None:
         description="Injects calibrated slowdowns into copies of this tree and runs the gate's "
                     "timing on them: per threshold, A/A false alarms and detections per size.")
     study.add_argument("--case", default="baseline@cora", help="variant@dataset[@model]")
-    study.add_argument("--slowdowns", default="0.05,0.10,0.20",
-                       help="injected slowdowns, comma-separated (0.05: +5%%)")
+    study.add_argument("--slowdowns",
+                       help="injected slowdowns, comma-separated (0.05: +5%%; default "
+                            "0.05,0.10,0.20)")
+    study.add_argument("--aa-only", action="store_true",
+                       help="only the A/A comparisons: the false alarms, no injected copy "
+                            "(a trial is one gate run)")
     study.add_argument("--trials", type=int, default=10, help="gate runs per slowdown and A/A")
     study.add_argument("--processes", type=int, default=6,
                        help="worker pairs per gate run, the t-test's replicates")
@@ -238,7 +242,8 @@ def sensitivity_command(args: argparse.Namespace) -> int:
 
     try:
         thresholds = [float(x) for x in args.thresholds.split(",")]
-        slowdowns = tuple(float(x) for x in args.slowdowns.split(","))
+        slowdowns = () if args.aa_only else tuple(
+            float(x) for x in (args.slowdowns or "0.05,0.10,0.20").split(","))
     except ValueError:
         raise GnnperfError("--thresholds and --slowdowns take comma-separated numbers") from None
     if args.from_json:
@@ -255,7 +260,10 @@ def sensitivity_command(args: argparse.Namespace) -> int:
                                "--sample-ms > 0")
         if not 0 < args.threshold < 1 or not 0 < args.alpha < 1:
             raise GnnperfError("need 0 < --threshold < 1 and 0 < --alpha < 1")
-        if not slowdowns or min(slowdowns) <= 0:
+        if args.aa_only and args.slowdowns is not None:
+            raise GnnperfError("--aa-only takes no --slowdowns: it times the A/A comparisons "
+                               "only; drop one of them")
+        if not args.aa_only and (not slowdowns or min(slowdowns) <= 0):
             raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
         settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
                                  args.rounds, args.sample_ms, args.alpha, args.threshold,

@@ -13,8 +13,9 @@ pairs, layouts, arm orders and adaptive extra pairs, exactly as
 
 From the stored ratios and p-values it reports, per decision threshold
 (the gate's ``--threshold``) and clock, the false-alarm rate (A/A trials
-judged a regression) and the detection rate per slowdown
-(``gnnperf sensitivity``), for the fixed gate (the first ``--processes``
+judged a regression), the A/A trials judged wrong either way (a regression
+or an improvement) and the detection rate per slowdown
+(``gnnperf sensitivity``; ``--aa-only``: the A/A comparisons alone), for the fixed gate (the first ``--processes``
 pairs) and the adaptive one (one more pair at a time while a comparison is
 inconclusive, up to ``--max-processes``: what the gate ran), with the wall
 time each took.
@@ -167,8 +168,10 @@ def rejudge(study: dict) -> dict:
 def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
              clocks=("cpu", "wall"), adaptive: tuple[int, int, float] | None = None
              ) -> list[dict]:
-    """Rates per clock and threshold: ``false_alarm`` (A/A trials judged a
-    regression) and ``detect[s]`` (trials with slowdown s judged one). With
+    """Rates per clock and threshold as ``(hits, trials)``: under key 0.0
+    the A/A trials judged a regression, under ``aa_wrong`` those judged
+    anything but "same" (an improvement is as wrong), under each slowdown
+    s the trials judged a regression. With
     :obj:`adaptive` ``(processes, budget, threshold)``, also the adaptive
     gate's rates on the CPU clock at that threshold (the one the trials ran
     their extra pairs for), replayed on each trial's pairs (``pairs``: their
@@ -180,9 +183,11 @@ def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
             row = {"clock": clock, "threshold": threshold, "alpha": alpha}
             for s in conditions:
                 runs = [t[clock] for t in trials if t["slowdown"] == s]
-                hits = sum(judge(r["ratio"], r["p_slower"], r["p_faster"],
-                                         threshold, alpha) == "REGRESSION" for r in runs)
-                row[s] = (hits, len(runs))
+                verdicts = [judge(r["ratio"], r["p_slower"], r["p_faster"], threshold, alpha)
+                            for r in runs]
+                row[s] = (verdicts.count("REGRESSION"), len(runs))
+                if s == 0.0:  # an A/A read as an improvement is as wrong as a regression
+                    row["aa_wrong"] = (len(runs) - verdicts.count("same"), len(runs))
             rows.append(row)
     if adaptive is not None:
         processes, budget, threshold = adaptive
@@ -190,14 +195,16 @@ def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
             row = {"clock": "cpu, adaptive", "threshold": threshold, "alpha": alpha}
             pairs = []
             for s in conditions:
-                hits = 0
+                verdicts = []
                 runs = [t for t in trials if t["slowdown"] == s]
                 for t in runs:
                     ratio, p_slower, p_faster, used, _ = adaptive_test(
                         t["cpu"]["log_ratios"], processes, budget, threshold, alpha)
                     pairs.append(used)
-                    hits += judge(ratio, p_slower, p_faster, threshold, alpha) == "REGRESSION"
-                row[s] = (hits, len(runs))
+                    verdicts.append(judge(ratio, p_slower, p_faster, threshold, alpha))
+                row[s] = (verdicts.count("REGRESSION"), len(runs))
+                if s == 0.0:
+                    row["aa_wrong"] = (len(runs) - verdicts.count("same"), len(runs))
             row["pairs"] = statistics.fmean(pairs) if pairs else float("nan")
             rows.append(row)
     return rows
@@ -205,8 +212,8 @@ def evaluate(trials: list[dict], thresholds: list[float], alpha: float,
 
 def smallest_clean(row: dict, min_rate: float = 0.9) -> float | None:
     """Smallest slowdown detected in >= :obj:`min_rate` of its trials, if the
-    row raised no false alarm."""
-    if row.get(0.0, (0, 0))[0] > 0:
+    row gave no wrong A/A verdict (a regression or an improvement)."""
+    if row.get("aa_wrong", row.get(0.0, (0, 0)))[0] > 0:
         return None
     for s in sorted(k for k in row if isinstance(k, float) and k > 0):
         hits, n = row[s]
@@ -228,14 +235,15 @@ def format_table(trials: list[dict], rows: list[dict]) -> str:
                 lines.append(f"| {name} | {clock} | {statistics.median(ratios):.3f} | "
                              f"[{min(ratios):.3f}, {max(ratios):.3f}] |")
     lines += ["", "Alarm rates per decision threshold (ratio > 1 + threshold and p < alpha):", ""]
-    header = "| clock | threshold | alpha | false alarms (A/A) | " + " | ".join(
-        f"detected +{s:.0%}" for s in conditions if s > 0) + " | smallest clean | mean pairs |"
+    header = "| clock | threshold | alpha | false alarms (A/A) | A/A wrong either way | " + "".join(
+        f"detected +{s:.0%} | " for s in conditions if s > 0) + "smallest clean | mean pairs |"
     lines.append(header)
     lines.append("|" + "---|" * (header.count("|") - 1))
     for row in rows:
         clean = smallest_clean(row)
         cells = [row["clock"], f"{row['threshold']:.1%}", f"{row['alpha']}",
-                 "{}/{}".format(*row.get(0.0, (0, 0)))]
+                 "{}/{}".format(*row.get(0.0, (0, 0))),
+                 "{}/{}".format(*row.get("aa_wrong", (0, 0)))]
         cells += ["{}/{}".format(*row[s]) for s in conditions if s > 0]
         cells.append(f"+{clean:.0%}" if clean is not None else "-")
         cells.append(f"{row['pairs']:.1f}" if "pairs" in row else "fixed")

@@ -1,0 +1,101 @@
+"""A step's time over a fixed reference step's, both timed in one process,
+block after block (:class:`~benchmarks.training.TrainStepOverReference`).
+
+One asv value of a raw step time carries the speed of the machine at that
+minute and of the CPU its process landed on: between identical commits it
+moves by several percent on a shared runner (docs/history.md), more than a
+1% a commit drift. Timed in the same process, alternating with the step
+under test, a fixed reference workload runs at that same speed, so the
+ratio of the two cancels it, as the gate's interleaved pairs cancel it
+between two arms. The reference is plain torch and lives in the suite, which
+is one version for every commit of an ``asv run``: a commit of gnnperf or of
+the library under test cannot move it; a torch upgrade can (the ratio then
+moves with torch's change to both). An edit of the reference changes every
+value of the figure: raise ``TrainStepOverReference.version`` with it, so
+asv starts a new history instead of reading the edit as a change point.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .suite import CASES
+
+#: Cora's shape: nodes, directed edges, features, hidden units, classes.
+NODES, EDGES, FEATURES, HIDDEN, CLASSES = 2708, 10556, 1433, 16, 7
+#: Share of non-zero features (Cora's bag of words: about 18 words a paper).
+FEATURE_DENSITY = 0.0127
+
+
+class ReferenceStep:
+    r"""A two-layer GCN training step in plain torch on a fixed random graph
+    of Cora's shape: sparse aggregation (:func:`torch.sparse.mm`), dense
+    transforms, cross-entropy, backward and an SGD update. No PyG and no
+    gnnperf, so no commit of either changes it (an edit of it: raise
+    ``TrainStepOverReference.version``).
+
+    Args:
+        device (torch.device): Where its tensors live and it runs.
+    """
+
+    def __init__(self, device: torch.device):
+        gen = torch.Generator().manual_seed(0)
+        src = torch.randint(NODES, (EDGES,), generator=gen)
+        dst = torch.randint(NODES, (EDGES,), generator=gen)
+        adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.full((EDGES,), 0.25),
+                                      (NODES, NODES)).coalesce()
+        self.adj = adj.to(device)
+        self.x = (torch.rand(NODES, FEATURES, generator=gen) < FEATURE_DENSITY).float().to(device)
+        self.y = torch.randint(CLASSES, (NODES,), generator=gen).to(device)
+        self.weights = [(torch.randn(FEATURES, HIDDEN, generator=gen) * 0.03).to(device),
+                        (torch.randn(HIDDEN, CLASSES, generator=gen) * 0.3).to(device)]
+        for w in self.weights:
+            w.requires_grad_()
+
+    def __call__(self) -> None:
+        w1, w2 = self.weights
+        hidden = torch.relu(torch.sparse.mm(self.adj, self.x @ w1))
+        loss = F.cross_entropy(torch.sparse.mm(self.adj, hidden @ w2), self.y)
+        loss.backward()
+        with torch.no_grad():
+            for w in self.weights:
+                w -= 0.01 * w.grad
+                w.grad = None
+
+
+def step_over_reference(step: Callable[[], object], reference: Callable[[], object],
+                        device: torch.device, rounds: int = 30, block_s: float = 0.012
+                        ) -> float:
+    """The median over :obj:`rounds` of (seconds per :obj:`step`) / (seconds
+    per :obj:`reference`), each round one block of each (about
+    :obj:`block_s` apiece), the first of the two alternating from round to
+    round so neither always follows the other. Each block is timed by the
+    suite's one clock (``gnnperf/measure/case.py``'s ``clocked``,
+    synchronised on a GPU): its CPU time on a CPU, where another job's load
+    stretches wall time but not the work; its wall time on a GPU, whose
+    work the host's CPU time does not see."""
+    def seconds(fn: Callable[[], object], calls: int) -> float:
+        def block() -> None:
+            for _ in range(calls):
+                fn()
+        clock = CASES.clocked(block, device)
+        # A clock coarser than the block reads 0: never a division by it.
+        return max(clock.cpu if device.type == "cpu" else clock.wall, 1e-9) / calls
+
+    def calls_per_block(fn: Callable[[], object]) -> int:
+        fn()  # first-call costs stay out of the estimate
+        return max(1, round(block_s / seconds(fn, 1)))
+
+    step_calls, reference_calls = calls_per_block(step), calls_per_block(reference)
+    ratios = []
+    for index in range(rounds):
+        if index % 2:
+            per_reference = seconds(reference, reference_calls)
+            ratios.append(seconds(step, step_calls) / per_reference)
+        else:
+            per_step = seconds(step, step_calls)
+            ratios.append(per_step / seconds(reference, reference_calls))
+    return statistics.median(ratios)
