@@ -139,18 +139,19 @@ _RUNS: dict[tuple, object] = {}
 
 
 def prepared(cache: dict, key: str, variant_name: str, warm: bool = True,
-             model: str = "gcn", fixed_batch: bool = False):
+             model: str = "gcn", fixed_batch: bool = False, fresh: bool = False):
     """A :class:`~gnnperf.measure.case.PreparedCase` of :obj:`variant_name` (of
     :obj:`model`) on graph :obj:`key`: one epoch's batches materialised
     (sampling stays out of the step time), or its first batch alone when
     :obj:`fixed_batch` (a device peak holds one step's batch, not an
     epoch's), after one warm-up epoch (compilation included), or none when
-    not :obj:`warm`; ``synced_step`` steps through them. Kept per process.
+    not :obj:`warm`; ``synced_step`` steps through them. Kept per process,
+    unless :obj:`fresh` (a new build, at addresses of its own).
     ``held_bytes`` is the device memory allocated once the process's
     earlier runs were freed and the device warmed, before this build (CUDA;
     None on CPU): what a device peak is reported above."""
     ident = (key, variant_name, warm, model, fixed_batch)
-    if ident not in _RUNS:
+    if fresh or ident not in _RUNS:
         variant(variant_name)  # n/a where this commit lacks it
         check_model(model, variant_name)
         data = dataset(cache, key)

@@ -16,6 +16,7 @@ asv starts a new history instead of reading the edit as a change point.
 """
 from __future__ import annotations
 
+import random
 import statistics
 from typing import Callable
 
@@ -99,3 +100,27 @@ def step_over_reference(step: Callable[[], object], reference: Callable[[], obje
             per_step = seconds(step, step_calls)
             ratios.append(per_step / seconds(reference, reference_calls))
     return statistics.median(ratios)
+
+
+def over_builds(measure: Callable[[int], float], builds: int) -> float:
+    """The mean of :obj:`measure` over :obj:`builds` builds, ``measure(i)``
+    building (from the second on) its own case and reference. A build's
+    layout (cache sets, page boundaries, the allocator's bins) sets how its
+    step runs: an offset of a few percent that stays for the process's life
+    and that no number of rounds averages out (docs/results.md, "The step
+    over a reference"). A new build lays its tensors out anew, and spacers
+    of random size kept until the last build shift the heap under it (as
+    Stabilizer, Curtsinger and Berger, ASPLOS 2013, re-randomises layout),
+    so the builds' offsets are partly independent draws and their mean
+    spreads less between processes than one build's value; by how much is
+    measured (``tools/figure_spread.py --rebuilds``), not assumed."""
+    if builds < 1:
+        raise ValueError(f"builds must be at least 1, got {builds}")
+    spacers, values = [], []
+    for index in range(builds):
+        if index:
+            # A small one on the heap's bins, a large one mapped (past glibc's mmap threshold).
+            spacers += [bytearray(random.randrange(1, 4096)),
+                        bytearray(random.randrange(1 << 17, 1 << 21))]
+        values.append(measure(index))
+    return statistics.fmean(values)

@@ -265,6 +265,22 @@ def test_step_over_reference_reads_a_slower_step_and_not_a_slower_machine(monkey
     assert 1.6 < ratio(twice, block_s=1e-9) < 2.5
 
 
+def test_over_builds_averages_each_build_and_refuses_none(monkeypatch):
+    """The history figure's value is the mean over its builds: each build
+    measured once, in order, the spacers between them kept no longer than
+    the call; zero builds is a usage error, not a division by zero."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import relative, training
+    seen = []
+    assert relative.over_builds(lambda i: seen.append(i) or [1.0, 1.1, 1.3, 1.2][i], 4) \
+        == pytest.approx(1.15)
+    assert seen == [0, 1, 2, 3]
+    assert relative.over_builds(lambda i: 2.0, 1) == 2.0
+    with pytest.raises(ValueError, match="at least 1"):
+        relative.over_builds(lambda i: 1.0, 0)
+    assert training.TrainStepOverReference.builds >= 2
+
+
 def test_asv_check(asv_conf):
     out = _asv(asv_conf, "check", "--python=same")
     assert out.returncode == 0, out.stdout + out.stderr

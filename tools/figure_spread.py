@@ -6,7 +6,7 @@ fresh interpreter, one after the other, as every commit of a history gets
 its own process.
 
     python tools/figure_spread.py --processes 12 --case baseline@cora
-    python tools/figure_spread.py --processes 12 --rebuilds 4   # the ratio over 4 builds a process
+    python tools/figure_spread.py --processes 12 --rebuilds 1   # one build a value (version 1's figure)
 
 Nothing else should run meanwhile: it is a timing study.
 """
@@ -35,19 +35,13 @@ for _ in range(60):
     raw.prep.synced_step()
     wall.append(time.perf_counter() - start)
     cpu.append(time.process_time() - start_cpu)
-import random
-ratios, spacers = [], []
-for _ in range({rebuilds}):
-    caches._RUNS.clear()
-    # Each build at addresses of its own: memory freed by the last one comes
-    # back at the same addresses, so kept spacers of random size (on the heap
-    # and mapped) move what the next build allocates.
-    spacers += [bytearray(random.randrange(1, 4096)), bytearray(random.randrange(1 << 17, 1 << 21))]
-    relative = training.TrainStepOverReference()
-    relative.setup(cache, {dataset!r}, {variant!r})
-    ratios.append(relative.track_step_over_reference(cache, {dataset!r}, {variant!r}))
+relative = training.TrainStepOverReference()
+if {rebuilds} is not None:
+    relative.builds = {rebuilds}
+relative.setup(cache, {dataset!r}, {variant!r})
+ratio = relative.track_step_over_reference(cache, {dataset!r}, {variant!r})
 print(json.dumps({{"raw_wall_s": statistics.median(wall), "raw_cpu_s": statistics.median(cpu),
-                  "step_over_reference": statistics.fmean(ratios)}}))
+                  "step_over_reference": ratio, "builds": relative.builds}}))
 '''
 
 
@@ -55,10 +49,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=12)
     parser.add_argument("--case", default="baseline@cora", help="variant@dataset")
-    parser.add_argument("--rebuilds", type=int, default=1,
-                        help="builds of the case (and the reference) a process measures the "
-                             "ratio on, averaged: whether an offset of the process's own "
-                             "allocations averages out within it")
+    parser.add_argument("--rebuilds", type=int, default=None,
+                        help="builds of the case (and the reference) the ratio is averaged "
+                             "over (default: the benchmark's own, "
+                             "TrainStepOverReference.builds)")
     parser.add_argument("--json", type=Path, help="write every value here")
     args = parser.parse_args()
     variant, dataset = args.case.split("@")
@@ -76,7 +70,7 @@ def main() -> int:
         values.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(index + 1, values[-1], flush=True)
     summary = {}
-    for key in values[0]:
+    for key in [k for k in values[0] if k != "builds"]:
         column = [v[key] for v in values]
         summary[key] = {"mean": statistics.fmean(column), "min": min(column),
                         "max": max(column),
@@ -85,7 +79,7 @@ def main() -> int:
               f"{max(column):.4g}, sd {summary[key]['sd_pct']:.1f}%")
     if args.json:
         args.json.write_text(json.dumps({"command": " ".join(["python", *sys.argv]),
-                                         "case": args.case, "rebuilds": args.rebuilds,
+                                         "case": args.case, "builds": values[0]["builds"],
                                          "values": values,
                                          "summary": summary}, indent=1) + "\n")
     return 0
