@@ -108,18 +108,20 @@ def over_builds(measure: Callable[[int], float], builds: int) -> float:
     layout (cache sets, page boundaries, the allocator's bins) sets how its
     step runs: an offset of a few percent that stays for the process's life
     and that no number of rounds averages out (docs/results.md, "The step
-    over a reference"). A new build lays its tensors out anew, and spacers
-    of random size kept until the last build shift the heap under it (as
-    Stabilizer, Curtsinger and Berger, ASPLOS 2013, re-randomises layout),
-    so the builds' offsets are partly independent draws and their mean
-    spreads less between processes than one build's value; by how much is
-    measured (``tools/figure_spread.py --rebuilds``), not assumed."""
+    over a reference"). A new build allocates its model, optimiser state,
+    batches and reference anew (the graph's own tensors are shared between
+    builds), and spacers of random size, kept until the last build, shift
+    the host heap under it, in the spirit of Stabilizer's re-randomised
+    layout (Curtsinger and Berger, ASPLOS 2013). The builds' offsets are
+    then partly independent draws, and their mean spreads less between
+    processes than one build's value: by how much is measured
+    (``tools/figure_spread.py``), not assumed."""
     if builds < 1:
         raise ValueError(f"builds must be at least 1, got {builds}")
     spacers, values = [], []
     for index in range(builds):
         if index:
-            # A small one on the heap's bins, a large one mapped (past glibc's mmap threshold).
+            # One small and one large, so that both malloc's small bins and its top move.
             spacers += [bytearray(random.randrange(1, 4096)),
                         bytearray(random.randrange(1 << 17, 1 << 21))]
         values.append(measure(index))

@@ -267,8 +267,8 @@ def test_step_over_reference_reads_a_slower_step_and_not_a_slower_machine(monkey
 
 def test_over_builds_averages_each_build_and_refuses_none(monkeypatch):
     """The history figure's value is the mean over its builds: each build
-    measured once, in order, the spacers between them kept no longer than
-    the call; zero builds is a usage error, not a division by zero."""
+    measured once, in order; zero builds is a usage error, not a division by
+    zero."""
     monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks import relative, training
     seen = []
@@ -279,6 +279,44 @@ def test_over_builds_averages_each_build_and_refuses_none(monkeypatch):
     with pytest.raises(ValueError, match="at least 1"):
         relative.over_builds(lambda i: 1.0, 0)
     assert training.TrainStepOverReference.builds >= 2
+
+
+def test_the_history_figure_builds_anew_and_checks_each_build(monkeypatch):
+    """TrainStepOverReference's value: build 0 from setup, each later build
+    fresh (the previous one dropped first and its loss checked, since
+    teardown sees only the last), every ratio averaged."""
+    import torch
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import caches, relative, training
+    log = []
+
+    class Prep:
+        def __init__(self, fresh):
+            self.number, self.last_loss = len(log), 1.0
+            log.append(("build", fresh))
+
+        def synced_step(self):
+            pass
+
+        def check_loss(self, loss):
+            log.append(("checked", self.number))
+
+    def prepared(cache, dataset, variant, warm=True, fresh=False):
+        assert bench.prep is None or not fresh, "a fresh build while the last is alive"
+        return Prep(fresh)
+
+    monkeypatch.setattr(caches, "prepared", prepared)
+    monkeypatch.setattr(relative, "ReferenceStep", lambda device: object())
+    ratios = iter([1.0, 2.0, 3.0, 6.0])
+    monkeypatch.setattr(relative, "step_over_reference", lambda *a, **k: next(ratios))
+    bench = training.TrainStepOverReference()
+    bench.prep = None
+    bench.device = torch.device("cpu")
+    bench.make({}, "cora", "baseline")
+    assert bench.track_step_over_reference({}, "cora", "baseline") == pytest.approx(3.0)
+    assert [e for e in log if e[0] == "build"] == [("build", False)] + [("build", True)] * 3
+    assert [e for e in log if e[0] == "checked"] == [("checked", 0), ("checked", 2),
+                                                     ("checked", 4)]
 
 
 def test_asv_check(asv_conf):
