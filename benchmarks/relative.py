@@ -46,8 +46,9 @@ class ReferenceStep:
         gen = torch.Generator().manual_seed(0)
         src = torch.randint(NODES, (EDGES,), generator=gen)
         dst = torch.randint(NODES, (EDGES,), generator=gen)
+        # Indices drawn in range: no invariant check (torch warns when it is left implicit).
         adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.full((EDGES,), 0.25),
-                                      (NODES, NODES)).coalesce()
+                                      (NODES, NODES), check_invariants=False).coalesce()
         self.adj = adj.to(device)
         self.x = (torch.rand(NODES, FEATURES, generator=gen) < FEATURE_DENSITY).float().to(device)
         self.y = torch.randint(CLASSES, (NODES,), generator=gen).to(device)
