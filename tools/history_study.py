@@ -143,7 +143,7 @@ def collect(args: argparse.Namespace) -> int:
     pool = {"what": f"asv {name}: one value = one commit's result (asv's median of "
                     f"its rounds' samples; a track benchmark's: the median of its rounds')",
             "figure": args.figure,
-            "command": " ".join(([f"nice -n {os.nice(0)}"] if os.nice(0) else []) + ["python", *sys.argv]),
+            "command": " ".join(["nice -n 19", "python", *sys.argv]),
             "machine": {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
                         "cores": os.cpu_count(), "python": platform.python_version()},
             "date": datetime.date.today().isoformat(), "profile": args.profile,
