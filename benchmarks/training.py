@@ -75,10 +75,10 @@ class TrainStepOverReference(base.Benchmark):
         of one step's time over the reference's."""
         def one_build(index: int) -> float:
             if index:
-                # The last build's loss is checked before it goes (teardown sees
-                # only the last one), and it goes before the next is built, so
-                # that no two builds are alive at once.
-                self.prep.check_loss(self.prep.last_loss)
+                # asv's teardown sees only the last build: each earlier one gets
+                # the same check before it goes, and it goes before the next is
+                # built, so that no two builds are alive at once.
+                self.teardown()
                 self.prep = self.reference = None
                 self.prep = caches.prepared(cache, dataset, variant, warm=True, fresh=True)
                 self.reference = relative.ReferenceStep(self.device)
