@@ -50,8 +50,9 @@ class TrainStepOverReference(base.Benchmark):
     that the raw step time's spread between processes hides
     (docs/history.md). The value is the mean over :attr:`builds` builds of
     the case and the reference, each at addresses of its own
-    (:func:`relative.over_builds`). Unitless: 1.0 is as fast as the
-    reference. GCN and the history's variants only
+    (:func:`relative.over_builds`), against a reference that does the
+    case's kind of work (:func:`relative.reference_for`). Unitless: 1.0 is
+    as fast as the reference. GCN and the history's variants only
     (:data:`profiles.HISTORY_VARIANTS`): the figure is for histories; the
     raw step times cover the rest."""
     params = [list(PROFILE.datasets), profiles.history_variants()]
@@ -61,14 +62,14 @@ class TrainStepOverReference(base.Benchmark):
     #: Builds a value averages: one build's layout offset is the figure's
     #: largest noise between processes (docs/results.md).
     builds = 4
-    # An edit of relative.ReferenceStep, or of how a value is averaged, changes
-    # every value: raise this with it.
-    version = "2"
+    # An edit of relative.ReferenceStep, of which reference a case gets, or of
+    # how a value is averaged, changes every value: raise this with it.
+    version = "3"
 
     def make(self, cache, dataset, variant):
         # The first build here: a variant this commit lacks is n/a before any timing.
         self.prep = caches.prepared(cache, dataset, variant, warm=True)
-        self.reference = relative.ReferenceStep(self.device)
+        self.reference = relative.reference_for(variant, self.device)
 
     def track_step_over_reference(self, cache, dataset, variant):
         """The mean over :attr:`builds` builds of the median over 30 rounds
@@ -81,7 +82,7 @@ class TrainStepOverReference(base.Benchmark):
                 self.teardown()
                 self.prep = self.reference = None
                 self.prep = caches.prepared(cache, dataset, variant, warm=True, fresh=True)
-                self.reference = relative.ReferenceStep(self.device)
+                self.reference = relative.reference_for(variant, self.device)
             return relative.step_over_reference(self.prep.synced_step, self.reference,
                                                 self.device)
         return relative.over_builds(one_build, self.builds)
