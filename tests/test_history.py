@@ -78,23 +78,32 @@ def test_a_figure_with_no_log_is_not_judged(bad):
 
 BENCH = "training.TrainStep.time_train_step"
 WORK = "work_metrics.WorkMetrics.track_aten_ops"
+RELATIVE = "training.TrainStepOverReference.track_step_over_reference"
+TIME = ["--bench", r"\.time_"]
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
            "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
            "samples", "profile"]
 
 
 def _write_results(root, commits: list[str], baseline: list[float], sampled: list[float],
-                   aten: list[int], dates: list[int] | None = None, machine: str = "ci") -> None:
+                   aten: list[int], dates: list[int] | None = None, machine: str = "ci",
+                   relative: list[float] | None = None) -> None:
     """asv's results folder as asv 0.6 writes it: benchmarks.json, one
-    machine folder with machine.json and one file per commit."""
+    machine folder with machine.json and one file per commit; with
+    :obj:`relative`, baseline@cora's step over the reference too."""
     params = [["'cora'"], ["'baseline'", "'sampled'"], ["'gcn'"]]
     root.mkdir(parents=True, exist_ok=True)
-    (root / "benchmarks.json").write_text(json.dumps({
+    benchmarks = {
         BENCH: {"name": BENCH, "param_names": ["dataset", "variant", "model"], "params": params,
                 "type": "time", "unit": "seconds", "version": "v1"},
         WORK: {"name": WORK, "param_names": ["dataset", "variant"], "params": params[:2],
                "type": "track", "unit": "unit", "version": "w1"},
-        "version": 2}))
+        "version": 2}
+    if relative is not None:
+        benchmarks[RELATIVE] = {"name": RELATIVE, "param_names": ["dataset", "variant"],
+                                "params": [["'cora'"], ["'baseline'"]], "type": "track",
+                                "unit": "ratio", "version": "3"}
+    (root / "benchmarks.json").write_text(json.dumps(benchmarks))
     folder = root / machine
     folder.mkdir(parents=True)
     (folder / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
@@ -105,10 +114,13 @@ def _write_results(root, commits: list[str], baseline: list[float], sampled: lis
                     [baseline[i] * 1.01, sampled[i] * 1.01],
                     None, None, [1, 1], [30, 30]]
         work_row = [[aten[i], 97], params[:2], "w1", date, 0.3]
+        rows = {BENCH: time_row, WORK: work_row}
+        if relative is not None:
+            rows[RELATIVE] = [[relative[i]], [["'cora'"], ["'baseline'"]], "3", date, 5.0]
         (folder / f"{commit[-8:]}-env.json").write_text(json.dumps({
             "commit_hash": commit, "env_name": "env", "date": date, "params": {"machine": machine},
             "python": "3.11", "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
-            "results": {BENCH: time_row, WORK: work_row}, "durations": {}, "version": 2}))
+            "results": rows, "durations": {}, "version": 2}))
 
 
 def _commits(n: int) -> list[str]:
@@ -177,7 +189,7 @@ def test_history_command_names_the_commit_the_size_and_the_work_metric(tmp_path,
     aten = [98] * 12 + [104] * 12  # the step's cause: six more ATen calls per step
     _write_results(tmp_path, commits, baseline, sampled, aten)
     out_json, out_md = tmp_path / "h.json", tmp_path / "h.md"
-    code = main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
+    code = main(["history", "--results", str(tmp_path), "--repo", str(tmp_path), *TIME,
                  "--json", str(out_json), "--markdown", str(out_md)])
     text = capsys.readouterr().out
     assert code == 1, text
@@ -200,7 +212,7 @@ def test_history_command_passes_a_flat_history_and_an_old_regression_with_recent
     baseline, sampled = _stepped(24, at=6)
     _write_results(tmp_path, commits, baseline, sampled, [98] * 24)
     # The step is 18 commits back: reported, but outside --recent 10.
-    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
+    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path), *TIME,
                  "--recent", "10"]) == 0
     assert "regression at" in capsys.readouterr().out
     assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
@@ -214,21 +226,46 @@ def test_history_command_exit_2_with_one_line_on_bad_input(tmp_path, capsys):
     assert err.count("\n") == 0 and "no such folder" in err
     commits = _commits(5)
     _write_results(tmp_path, commits, [0.027] * 5, [0.008] * 5, [98] * 5)
-    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path)]) == 2
+    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path), *TIME]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "history too short" in err and "5 commits" in err
     assert main(["history", "--results", str(tmp_path), "--bench", "nothing-like-this"]) == 2
     assert "matches no series" in capsys.readouterr().err
 
 
-def test_the_study_injects_what_it_says_and_scores_it():
+def test_history_judges_the_step_over_the_reference_by_default(tmp_path, capsys):
+    """By default the history figure is judged, not the raw step times: a
+    raw series that jumps 10% while the same commits' step over the
+    reference stays flat (the machine got slower, the code did not) is no
+    regression; a results folder without the figure is exit 2 with one line
+    naming --bench '\\.time_'."""
+    commits = _commits(24)
+    baseline, sampled = _stepped(24, at=12)
+    flat = [float(v) for v in _noise(24, seed=7) * 1.85]
+    _write_results(tmp_path / "both", commits, baseline, sampled, [98] * 24, relative=flat)
+    assert main(["history", "--results", str(tmp_path / "both"), "--repo", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "track_step_over_reference" in out and "no regression past +3%" in out
+    _write_results(tmp_path / "raw", commits, baseline, sampled, [98] * 24)
+    assert main(["history", "--results", str(tmp_path / "raw"), "--repo", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--bench '\\.time_'" in err
+
+
+def _history_study():
+    """tools/history_study.py as a module (tools/ is not a package)."""
     import importlib.util
-    import random
     from pathlib import Path
     path = Path(__file__).resolve().parent.parent / "tools" / "history_study.py"
     spec = importlib.util.spec_from_file_location("history_study", path)
     study = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(study)
+    return study
+
+
+def test_the_study_injects_what_it_says_and_scores_it():
+    import random
+    study = _history_study()
     pool = [{"result": 1.0, "ci_99_a": 0.99, "ci_99_b": 1.01}]
     values, weights, start, end = study.compose(pool, 60, "10 x +1% ramp", random.Random(0))
     assert end == start + 9
@@ -247,3 +284,14 @@ def test_the_study_injects_what_it_says_and_scores_it():
     ramp = history.Change(start + 1, end - 1, 1.1, 1.08, 1.12, 0.0, 1.0, 1.1)
     elsewhere = history.Change(5, 5, 1.05, 1.02, 1.08, 0.0, 1.0, 1.05)
     assert study.score([ramp, elsewhere], start, end, 2, 0.03) == (True, True, True, 1, 1, 1)
+
+
+def test_the_study_reads_several_pools_of_a_case_in_the_order_given(tmp_path):
+    study = _history_study()
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"cases": {"baseline@cora": [{"result": 1.0}, {"result": 1.1}],
+                                           "sampled@cora": [{"result": 0.5}]}}))
+    second.write_text(json.dumps({"cases": {"baseline@cora": [{"result": 1.2}]}}))
+    pools = study.read_pools([second, first])
+    assert [v["result"] for v in pools["cases"]["baseline@cora"]] == [1.2, 1.0, 1.1]
+    assert [v["result"] for v in pools["cases"]["sampled@cora"]] == [0.5]

@@ -265,10 +265,21 @@ def score(changes: list, start: int, end: int, tolerance: int, threshold: float
             sum(c.ratio > 1 + threshold for c in others), len(others))
 
 
+def read_pools(paths: list[Path]) -> dict:
+    """The pools of :obj:`paths` as one: a case in several has their values
+    in the order given (stretches of one machine's time, the measured-order
+    history reading them one after another)."""
+    cases: dict[str, list] = {}
+    for path in paths:
+        for case, values in json.loads(path.read_text())["cases"].items():
+            cases.setdefault(case, []).extend(values)
+    return {"cases": cases}
+
+
 def study(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
     from gnnperf.gate.history import describe, DETECTORS
-    pool = json.loads(args.pool.read_text())
+    pool = read_pools(args.pool)
     methods = {name: METHODS[name] for name in (args.methods.split(";") if args.methods
                                                  else METHODS)}
     for name, (key, options) in list(methods.items()):
@@ -320,7 +331,8 @@ def study(args: argparse.Namespace) -> int:
     print(format_study(rows))
     if args.json:
         args.json.write_text(json.dumps({
-            "command": " ".join(["python", *sys.argv]), "pool": str(args.pool),
+            "command": " ".join(["python", *sys.argv]),
+            "pool": " ".join(str(path) for path in args.pool),
             "length": args.length, "trials": args.trials, "tolerance": args.tolerance,
             "threshold": args.threshold,
             "seed": args.seed, "noise_scales": scales,
@@ -376,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="stop after this many CPU seconds (this process and its children)")
     col.add_argument("--out", type=Path, required=True)
     st = sub.add_parser("study", help="the operating curve of each detector on the pool")
-    st.add_argument("--pool", type=Path, required=True)
+    st.add_argument("--pool", type=Path, nargs="+", required=True,
+                    help="one or more pools (collect's --out); a case in several "
+                         "is their values in the order given")
     st.add_argument("--cases", help="comma-separated (default: every case of the pool)")
     st.add_argument("--methods", help="semicolon-separated names (default: all of METHODS)")
     st.add_argument("--length", type=int, default=60, help="commits per history")

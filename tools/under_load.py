@@ -6,16 +6,34 @@ CI runner looks like to the gate (another job on the other core).
 
 The load is a pure-Python busy loop pinned to ``--cpu`` (Linux), started
 before the command and killed when it ends; the exit status is the command's.
+The loop ends with this process however it ends (a SIGTERM, a cancelled
+CI job, a SIGKILL on Linux), and the command with it on a SIGTERM: a loop
+left behind would time every later measurement on the machine under load.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
 
 LOOP = "while True: pass"
+
+
+def _dies_with_parent():
+    """A ``preexec_fn`` that has Linux SIGKILL the child when this process
+    dies (``prctl(PR_SET_PDEATHSIG)``, kept across exec; a SIGKILL runs no
+    ``finally``), so the loop itself stays the pure bytecode loop every
+    loaded figure was measured under; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec() -> None:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    return preexec
 
 
 def main() -> int:
@@ -26,7 +44,9 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command after --")
-    load = subprocess.Popen([sys.executable, "-c", LOOP])
+    # A SIGTERM unwinds through the finally below (and subprocess.call kills the command).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    load = subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=_dies_with_parent())
     try:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(load.pid, {args.cpu})
