@@ -265,9 +265,10 @@ def test_step_over_reference_reads_a_slower_step_and_not_a_slower_machine(monkey
     assert 1.6 < ratio(twice, block_s=1e-9) < 2.5
 
 
-def test_the_reference_stores_its_features_as_the_case_does_and_learns_the_same(monkeypatch):
+def test_each_case_gets_the_reference_of_its_kind(monkeypatch):
     """A case that reads its features sparse gets a reference with sparse
-    (CSR) features, every other case dense ones; the two references do the
+    (CSR) features, every other case dense ones, dropped out over the whole
+    matrix for a full-graph step; the sparse and the dense reference do the
     same arithmetic, so one step of each leaves the same weights."""
     import torch
     monkeypatch.syspath_prepend(str(ROOT))
@@ -278,7 +279,20 @@ def test_the_reference_stores_its_features_as_the_case_does_and_learns_the_same(
     assert sparse.x.layout == torch.sparse_csr and dense.x.layout == torch.strided
     assert relative.reference_for("sampled", cpu).x.layout == torch.strided
     assert relative.reference_for("sparse", cpu).x.layout == torch.strided  # the adjacency only
+    # A full-graph dense step drops out its whole feature matrix; a mini-batch
+    # or sparse-features one does not.
+    dropping = {name: relative.reference_for(name, cpu).input_dropout
+                for name in ("baseline", "sparse", "sampled", "sampled+trimmed", "cluster",
+                             "saint", "sparse+trimmed+sparse_features")}
+    assert dropping == {"baseline": True, "sparse": True, "sampled": False,
+                        "sampled+trimmed": False, "cluster": False, "saint": False,
+                        "sparse+trimmed+sparse_features": False}
+    torch.manual_seed(0)
+    dropped = relative._half_dropped(torch.ones(1001, 31))
+    assert set(dropped.unique().tolist()) == {0.0, 2.0}  # inverted: the kept ones doubled
+    assert 0.47 < (dropped > 0).float().mean().item() < 0.53
     torch.testing.assert_close(sparse.x.to_dense(), dense.x)
+    dense = relative.ReferenceStep(cpu)  # no dropout: the same draws on both sides
     sparse(), dense()
     for after_sparse, after_dense in zip(sparse.weights, dense.weights):
         torch.testing.assert_close(after_sparse, after_dense)
