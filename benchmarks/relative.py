@@ -61,6 +61,9 @@ class ReferenceStep:
 
     def __init__(self, device: torch.device, sparse_features: bool = False,
                  input_dropout: bool = False):
+        if sparse_features and input_dropout:
+            raise ValueError("input_dropout drops dense features out; a sparse-features "
+                             "reference has none")
         gen = torch.Generator().manual_seed(0)
         src = torch.randint(NODES, (EDGES,), generator=gen)
         dst = torch.randint(NODES, (EDGES,), generator=gen)
