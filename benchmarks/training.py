@@ -302,7 +302,7 @@ class Headroom(_PerVariant):
     # points (issue 47). 3: the bound is the compulsory traffic's (each
     # memory that existed before a step, once), no longer the operators'
     # traffic (issue 48); commits before it are n/a, not another formula.
-    version = "4"
+    version = "3"
 
     def make(self, cache, dataset, variant):
         roofs = compat.gnnperf_name("measure.roofline.cached_roofs",

@@ -287,10 +287,29 @@ def test_each_case_gets_the_reference_of_its_kind(monkeypatch):
     assert dropping == {"baseline": True, "sparse": True, "sampled": False,
                         "sampled+trimmed": False, "cluster": False, "saint": False,
                         "sparse+trimmed+sparse_features": False}
+    assert relative.reference_for(" Sampled +trimmed", cpu).input_dropout is False
     torch.manual_seed(0)
     dropped = relative._half_dropped(torch.ones(1001, 31))
     assert set(dropped.unique().tolist()) == {0.0, 2.0}  # inverted: the kept ones doubled
     assert 0.47 < (dropped > 0).float().mean().item() < 0.53
+    # The same draws and passes as the suite's own CPU dropout, written out.
+    from gnnperf.models.kernels import dropout
+    x = torch.rand(97, 13)
+    torch.manual_seed(1)
+    mine = relative._half_dropped(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(mine, dropout(x, 0.5, True))
+    # The baseline's reference calls it each step; a sparse one cannot drop dense features.
+    calls = []
+    monkeypatch.setattr(relative, "_half_dropped", lambda t: calls.append(t.shape) or t)
+    relative.reference_for("baseline", cpu)()
+    assert calls == [torch.Size([relative.NODES, relative.FEATURES])]
+    with pytest.raises(ValueError, match="sparse-features"):
+        relative.ReferenceStep(cpu, sparse_features=True, input_dropout=True)
+    # The fixed list of mini-batch techniques is the registry's.
+    from gnnperf.variants import TECHNIQUES
+    assert relative.MINIBATCH_TECHNIQUES == {name for name, technique in TECHNIQUES.items()
+                                             if technique.makes_batches}
     torch.testing.assert_close(sparse.x.to_dense(), dense.x)
     dense = relative.ReferenceStep(cpu)  # no dropout: the same draws on both sides
     sparse(), dense()

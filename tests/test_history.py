@@ -295,3 +295,8 @@ def test_the_study_reads_several_pools_of_a_case_in_the_order_given(tmp_path):
     pools = study.read_pools([second, first])
     assert [v["result"] for v in pools["cases"]["baseline@cora"]] == [1.2, 1.0, 1.1]
     assert [v["result"] for v in pools["cases"]["sampled@cora"]] == [0.5]
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps({"figure": "raw", "cases": {"baseline@cora": [{"result": 0.02}]}}))
+    first.write_text(json.dumps({"figure": "relative", "cases": {}}))
+    with pytest.raises(SystemExit, match="another figure or machine"):
+        study.read_pools([first, raw])

@@ -270,8 +270,16 @@ def read_pools(paths: list[Path]) -> dict:
     in the order given (stretches of one machine's time, the measured-order
     history reading them one after another)."""
     cases: dict[str, list] = {}
+    kinds = set()
     for path in paths:
-        for case, values in json.loads(path.read_text())["cases"].items():
+        pool = json.loads(path.read_text())
+        # A history is one figure on one machine: ratios mixed with seconds, or
+        # two machines' values, would read as change points.
+        kinds.add((pool.get("figure", "raw"), json.dumps(pool.get("machine"), sort_keys=True)))
+        if len(kinds) > 1:
+            raise SystemExit(f"history_study: {path} is another figure or machine than "
+                             f"{paths[0]}: study pools of one figure on one machine together")
+        for case, values in pool["cases"].items():
             cases.setdefault(case, []).extend(values)
     return {"cases": cases}
 

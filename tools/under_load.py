@@ -7,8 +7,9 @@ CI runner looks like to the gate (another job on the other core).
 The load is a pure-Python busy loop pinned to ``--cpu`` (Linux), started
 before the command and killed when it ends; the exit status is the command's.
 The loop ends with this process however it ends (a SIGTERM, a cancelled
-CI job, a SIGKILL on Linux), and the command with it on a SIGTERM: a loop
-left behind would time every later measurement on the machine under load.
+CI job, a SIGKILL on Linux), and a SIGTERM is passed on to the command: a
+loop left behind would time every later measurement on the machine under
+load.
 """
 from __future__ import annotations
 
@@ -32,8 +33,23 @@ def _dies_with_parent():
 
     def preexec() -> None:
         import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # no prctl: the finally below remains
+            pass
     return preexec
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to :obj:`proc`, so that it cleans up as it would when stopped
+    itself; SIGKILL after :obj:`grace_s`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> int:
@@ -44,19 +60,23 @@ def main() -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command after --")
-    # A SIGTERM unwinds through the finally below (and subprocess.call kills the command).
+    # A SIGTERM unwinds through the finally below: the command is stopped, then the loop.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     load = subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=_dies_with_parent())
+    proc = None
     try:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(load.pid, {args.cpu})
         start = time.perf_counter()
-        code = subprocess.call(command)
+        proc = subprocess.Popen(command)
+        code = proc.wait()
         print(f"under_load: {' '.join(command[:3])} ... exit {code} in "
               f"{time.perf_counter() - start:.0f} s with a busy loop on CPU {args.cpu}",
               file=sys.stderr)
         return code
     finally:
+        if proc is not None:
+            _stop(proc)
         load.kill()
         load.wait()
 

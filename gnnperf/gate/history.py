@@ -210,8 +210,8 @@ def find_changes(values: Sequence[float], weights: Sequence[float | None] | None
     bad = [v for v in values if not (math.isfinite(v) and v > 0)]
     if bad:
         raise NotJudged(f"{len(bad)} of its values are not positive finite numbers "
-                        f"(e.g. {bad[0]}): a change is a ratio; pick time_ benchmarks "
-                        f"with --bench")
+                        f"(e.g. {bad[0]}): a change is a ratio; pick figures that are positive "
+                        f"(times, the step over the reference) with --bench")
     detector, _ = DETECTORS[method]
     try:
         points = detector(values, weights, **options)
