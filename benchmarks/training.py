@@ -66,9 +66,9 @@ class TrainStepOverReference(base.Benchmark):
     # how a value is averaged, changes every value: raise this with it.
     version = "4"
 
-    def make(self, cache, dataset, variant):
+    def make(self, cache, dataset, variant, fresh=False):
         # The first build here: a variant this commit lacks is n/a before any timing.
-        self.prep = caches.prepared(cache, dataset, variant, warm=True)
+        self.prep = caches.prepared(cache, dataset, variant, warm=True, fresh=fresh)
         self.reference = relative.reference_for(variant, self.device)
 
     def track_step_over_reference(self, cache, dataset, variant):
@@ -81,8 +81,7 @@ class TrainStepOverReference(base.Benchmark):
                 # built, so that no two builds are alive at once.
                 self.teardown()
                 self.prep = self.reference = None
-                self.prep = caches.prepared(cache, dataset, variant, warm=True, fresh=True)
-                self.reference = relative.reference_for(variant, self.device)
+                self.make(cache, dataset, variant, fresh=True)
             return relative.step_over_reference(self.prep.synced_step, self.reference,
                                                 self.device)
         return relative.over_builds(one_build, self.builds)

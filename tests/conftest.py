@@ -25,6 +25,21 @@ from pathlib import Path
 import pytest
 import torch
 
+def processes_with(marker: str) -> list[int]:
+    """Live processes (no zombies) whose environment holds :obj:`marker`
+    (``NAME=value``, set on the process a test starts and inherited by its
+    children): what a test starts and must not leave behind (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                if "(zombie)" not in (entry / "status").read_text():
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 # The one training of every standard variant that the variant, doctor and
 # CLI tests share: Cora, seed 0, the doctor's 2 warm-up epochs. At 30 epochs
 # every variant's loss has fallen below a tenth of its first and its test

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import processes_with
 
 from gnnperf import distributed, warm
 from gnnperf.distributed import Shard, ShardedBatches
@@ -156,19 +157,6 @@ def _gnnperf(args, env=None, **kwargs):
                           **kwargs)
 
 
-def _spawned_children(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (proc / "environ").read_bytes():
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
-
-
 def _fail_late_or_echo() -> None:
     """A launched rank: rank 1 fails for real but stays alive (a non-daemon
     thread) past rank 0, which exits first with the echo of a lost peer, the
@@ -237,7 +225,7 @@ def test_a_failing_rank_ends_the_run_quickly_with_one_line(tmp_path):
     assert [r["variant"] for r in doc["results"]] == ["baseline"]  # kept
     assert "ddp" in doc["failures"]
     time.sleep(0.5)
-    assert _spawned_children(marker) == []  # no orphan rank left
+    assert processes_with(marker) == []  # no orphan rank left
 
 
 def _two_ranks(tmp_path, variant: str, epochs: int):

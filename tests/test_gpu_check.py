@@ -15,6 +15,7 @@ import types
 from pathlib import Path
 
 import pytest
+from conftest import processes_with
 
 from gnnperf import cli
 
@@ -307,19 +308,7 @@ def test_a_killed_check_leaves_every_finished_steps_files_whole(tmp_path):
     assert json.loads(files["stack.json"])["modules"]["torch"]["ok"]
     assert files["stack.log"].startswith(b"$ python ")
     time.sleep(0.3)  # the step's process had SIGKILL on its parent's death
-    assert not _running_with(marker)
-
-
-def _running_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                if "(zombie)" not in (entry / "status").read_text():
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
+    assert not processes_with(marker)
 
 
 def test_a_failing_step_fails_the_check_and_the_rest_still_run(tmp_path):

@@ -6,14 +6,16 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from conftest import processes_with
 
 ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="reads children from /proc (Linux)")
+                                reason="finds its processes in /proc (Linux)")
 
 # The command: records a SIGTERM (under_load passes one on) and then waits.
 COMMAND = ("import signal, sys, time\n"
@@ -24,28 +26,11 @@ COMMAND = ("import signal, sys, time\n"
            "time.sleep(60)\n")
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command's name (state first), or None."""
+def _is_loop(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return "while True" in Path(f"/proc/{pid}/cmdline").read_text()
     except OSError:
-        return None
-
-
-def _children(pid: int) -> dict[int, str]:
-    """pid -> start time (field 22, which tells a reused pid apart) of :obj:`pid`'s children."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat(int(entry.name))
-            if fields and int(fields[1]) == pid:
-                found[int(entry.name)] = fields[19]
-    return found
-
-
-def _alive(pid: int, started: str) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[19] == started and fields[0] != "Z"
+        return False
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
@@ -55,33 +40,35 @@ def test_the_busy_loop_ends_with_under_load_and_a_sigterm_reaches_the_command(ho
     as a SIGTERM, so it can clean up (a SIGKILL runs no handler: the
     command then ends on its own)."""
     record = tmp_path / "command-saw"
-    cpu = min(os.sched_getaffinity(0))
+    # Inherited by under_load's children: a reused pid never carries it.
+    name, value = "GNNPERF_TEST_UNDER_LOAD", uuid.uuid4().hex
+    marker = f"{name}={value}"
     proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "under_load.py"),
-                             "--cpu", str(cpu), "--", sys.executable, "-c", COMMAND,
-                             str(record)])
-    children: dict[int, str] = {}
+                             "--cpu", str(min(os.sched_getaffinity(0))), "--",
+                             sys.executable, "-c", COMMAND, str(record)],
+                            env={**os.environ, name: value})
     try:
         deadline = time.monotonic() + 30
+        children: list[int] = []
         while len(children) < 2 and time.monotonic() < deadline:
-            children = _children(proc.pid)
+            children = [pid for pid in processes_with(marker) if pid != proc.pid]
             time.sleep(0.05)
         assert len(children) == 2, "under_load starts the loop and the command"
-        loop = [pid for pid in children
-                if "while True" in Path(f"/proc/{pid}/cmdline").read_text()]
+        loop = [pid for pid in children if _is_loop(pid)]
         assert len(loop) == 1
         time.sleep(0.5)  # past both start-ups: the command's handler is set
         proc.send_signal(how)
         proc.wait(timeout=20)
-        must_end = list(children) if how == signal.SIGTERM else loop
+        # A SIGKILL leaves the command to its own end (no handler runs); never the loop.
+        must_end = set(children if how == signal.SIGTERM else loop)
         deadline = time.monotonic() + 10
-        while any(_alive(p, children[p]) for p in must_end) and time.monotonic() < deadline:
+        while must_end & set(processes_with(marker)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = [p for p in must_end if _alive(p, children[p])]
-        assert not left, f"still running after under_load was killed: {left}"
+        left = must_end & set(processes_with(marker))
+        assert not left, f"still running after under_load was killed: {sorted(left)}"
         if how == signal.SIGTERM:
             assert record.read_text() == "SIGTERM"
     finally:
-        for pid, started in children.items():
-            if _alive(pid, started):
-                os.kill(pid, signal.SIGKILL)
         proc.kill()
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)

@@ -753,9 +753,10 @@ def run_step(step: Step, plan: Plan, runner: Runner | None = None,
     return result
 
 
-def _die_with_parent() -> None:
-    """In the step's process before it execs: killed when the script dies
-    (SIGKILL included: a killed script leaves no step running on the GPU)."""
+def die_with_parent() -> None:
+    """A ``preexec_fn``: the child is SIGKILLed when the process that started
+    it dies, SIGKILL included (a killed script leaves no step running on the
+    GPU; ``tools/under_load.py`` no busy loop on a core)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the timeout's group kill remains
@@ -771,7 +772,7 @@ def _subprocess(argv: list[str], env: dict, timeout: float, log: Path, cwd: Path
     with open(log, "a") as out:
         proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                process_group=0, preexec_fn=_die_with_parent)
+                                process_group=0, preexec_fn=die_with_parent)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

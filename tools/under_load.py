@@ -19,25 +19,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+# gpu_check's process helpers, beside this script (tools/ is not a package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_check import die_with_parent  # noqa: E402
 
 LOOP = "while True: pass"
-
-
-def _dies_with_parent():
-    """A ``preexec_fn`` that has Linux SIGKILL the child when this process
-    dies (``prctl(PR_SET_PDEATHSIG)``, kept across exec; a SIGKILL runs no
-    ``finally``), so the loop itself stays the pure bytecode loop every
-    loaded figure was measured under; None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-
-    def preexec() -> None:
-        import ctypes
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # no prctl: the finally below remains
-            pass
-    return preexec
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
@@ -62,7 +50,9 @@ def main() -> int:
         parser.error("give the command after --")
     # A SIGTERM unwinds through the finally below: the command is stopped, then the loop.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    load = subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=_dies_with_parent())
+    # Killed with this process even by a SIGKILL (no finally runs then), so that the
+    # loop stays the pure bytecode loop every loaded figure was measured under.
+    load = subprocess.Popen([sys.executable, "-c", LOOP], preexec_fn=die_with_parent)
     proc = None
     try:
         if hasattr(os, "sched_setaffinity"):
