@@ -1,0 +1,447 @@
+"""The nightly's history, kept in git: which commits a nightly measures,
+and how what it measured joins the results branch.
+
+asv's results folder is the history every report reads (``asv publish``,
+``gnnperf history``). A cache can lose it: a miss looks like a first run,
+and a first run's single commit would be saved over months of results. So
+the history lives on a branch of the repository (``gnnperf-results`` by
+default), which only a trusted job on a GitHub-hosted runner writes:
+
+1. the GPU job checks the branch out read-only, copies its ``results/`` into
+   asv's results folder and measures the commits :func:`select` picks;
+2. it uploads asv's results folder as an artifact, also after a failed step;
+3. the trusted job runs :func:`store`: it validates the artifact's files,
+   merges them into the branch (:func:`merge_results`: a value is only ever
+   added or replaced by a newer measured value, never removed, so a partial
+   or failed run keeps what it measured and loses nothing that was there),
+   commits and pushes, fetching and merging again when another push won.
+
+Stdlib only: the workflows call ``python -m gnnperf.ci.nightly`` from a venv
+that holds gnnperf without its dependencies.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gnnperf.errors import GnnperfError
+
+#: The branch that holds the history unless the repository names another.
+DEFAULT_BRANCH = "gnnperf-results"
+#: The folder of the branch that holds asv's results tree.
+RESULTS_FOLDER = "results"
+#: asv writes these beside the per-commit result files of a machine.
+MACHINE_FILE = "machine.json"
+BENCHMARKS_FILE = "benchmarks.json"
+#: A name asv writes (machine folders, result files): nothing else is merged.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
+#: A results file larger than this is no asv result (asv's are kilobytes).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: The columns of a result row that hold one value per parameter combination.
+_PER_PARAMETER = {"result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75",
+                  "stats_number", "stats_repeat", "samples"}
+
+
+# --- which commits a nightly measures ---------------------------------------
+
+def measured_commits(results_dir: Path, machine: str) -> set[str]:
+    """Full hashes of the commits with a result file for :obj:`machine`."""
+    folder = Path(results_dir) / machine
+    hashes: set[str] = set()
+    if not folder.is_dir():
+        return hashes
+    for path in folder.glob("*.json"):
+        if path.name in (MACHINE_FILE, BENCHMARKS_FILE):
+            continue
+        try:
+            commit = json.loads(path.read_text(encoding="utf-8")).get("commit_hash")
+        except (OSError, ValueError, AttributeError):
+            commit = None  # an unreadable file measures nothing
+        if isinstance(commit, str) and commit:
+            hashes.add(commit)
+    return hashes
+
+
+def first_parent_commits(rev: str = "HEAD", repo: Path | str = ".") -> list[str]:
+    """:obj:`rev` and its first-parent ancestors, newest first."""
+    return _git(Path(repo), "rev-list", "--first-parent", rev).split()
+
+
+def select(history: list[str], measured: set[str], limit: int) -> list[str]:
+    """The commits a nightly benchmarks, newest first.
+
+    The commits of :obj:`history` (newest first) newer than the newest one
+    with results; none measured (a first run): the tip only, since the full
+    profile takes hours a commit; more than :obj:`limit`: the tip plus
+    ``limit - 1`` others spread evenly over the rest, the oldest new one
+    included, so a regression in the gap is still bracketed for a bisect.
+    :obj:`measured` may hold abbreviated hashes.
+    """
+    if limit < 1:
+        raise GnnperfError(f"--max must be at least 1, not {limit}")
+    if not history:
+        return []
+
+    def is_measured(commit: str) -> bool:
+        return any(commit.startswith(m) or m.startswith(commit) for m in measured)
+
+    new: list[str] = []
+    for commit in history:
+        if is_measured(commit):
+            break
+        new.append(commit)
+    else:
+        return history[:1]
+    if len(new) <= limit:
+        return new
+    if limit == 1:
+        return new[:1]
+    rest = new[1:]
+    picks = ({round(i * (len(rest) - 1) / (limit - 2)) for i in range(limit - 1)}
+             if limit > 2 else {len(rest) - 1})
+    return [new[0]] + [rest[i] for i in sorted(picks)]
+
+
+# --- merging a run's results into the history --------------------------------
+
+@dataclass
+class MergeReport:
+    """What :func:`merge_results` did, file by file."""
+    added: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        text = (f"{len(self.added)} result file(s) added, {len(self.merged)} merged, "
+                f"{len(self.unchanged)} unchanged")
+        if self.refused:
+            text += f"; refused (not asv results): {', '.join(self.refused)}"
+        return text
+
+
+def _load_json(path: Path) -> dict:
+    if path.is_symlink() or not path.is_file():
+        raise ValueError("not a regular file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError("too large for an asv result")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+def _rows(data: dict) -> dict[str, dict]:
+    """A result file's rows by benchmark, each as {column: value}."""
+    columns = data.get("result_columns") or []
+    return {name: dict(zip(columns, row)) for name, row in (data.get("results") or {}).items()}
+
+
+def _has_values(row: dict) -> bool:
+    result = row.get("result")
+    return result is not None and any(value is not None for value in result)
+
+
+def merge_rows(old: dict, new: dict) -> dict:
+    """One benchmark's row: :obj:`new` where it measured something, what
+    :obj:`old` had where :obj:`new` has nothing (a failed or skipped
+    parameter combination), :obj:`old` whole where :obj:`new` measured
+    nothing. Another benchmark version replaces the row, as asv does."""
+    if not _has_values(new):
+        return old
+    if not _has_values(old) or old.get("version") != new.get("version"):
+        return new
+    merged = dict(new)
+    if len(old["result"]) != len(new["result"]) or old.get("params") != new.get("params"):
+        return merged  # other parameters: the new grid is the benchmark now
+    for column in _PER_PARAMETER:
+        old_values, new_values = old.get(column), new.get(column)
+        if old_values is None:
+            continue
+        values = list(new_values) if new_values is not None else [None] * len(old_values)
+        for j, value in enumerate(new["result"]):
+            if value is None and j < len(old_values):
+                values[j] = old_values[j]
+        merged[column] = values
+    return merged
+
+
+def merge_result_file(old: dict, new: dict) -> dict:
+    """One commit and environment's results: every benchmark of either,
+    merged row by row (:func:`merge_rows`)."""
+    if old.get("commit_hash") != new.get("commit_hash"):
+        raise ValueError("two commits in one file name")
+    columns = list(new.get("result_columns") or old.get("result_columns") or [])
+    for column in old.get("result_columns") or []:
+        if column not in columns:
+            columns.append(column)
+    old_rows, new_rows = _rows(old), _rows(new)
+    rows = dict(old_rows)
+    for name, row in new_rows.items():
+        rows[name] = merge_rows(old_rows[name], row) if name in old_rows else row
+    merged = {**old, **{k: v for k, v in new.items() if v is not None}}
+    merged["result_columns"] = columns
+    merged["results"] = {name: _trim([row.get(c) for c in columns]) for name, row in rows.items()}
+    merged["durations"] = {**(old.get("durations") or {}), **(new.get("durations") or {})}
+    return merged
+
+
+def _trim(row: list) -> list:
+    while row and row[-1] is None:  # as asv writes its rows
+        row.pop()
+    return row
+
+
+def _write_json(path: Path, data: dict) -> None:
+    from gnnperf.io import write_atomic
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode())
+
+
+def _check_result(data: dict) -> None:
+    commit = data.get("commit_hash")
+    if not isinstance(commit, str) or not _COMMIT.match(commit):
+        raise ValueError("no commit_hash")
+    if not isinstance(data.get("results"), dict):
+        raise ValueError("no results")
+
+
+def merge_results(source: Path, history: Path) -> MergeReport:
+    """Merges asv's results tree :obj:`source` (one run's) into
+    :obj:`history` (the results branch's ``results/``). Only what asv writes
+    is taken: ``benchmarks.json`` at the top, and in each machine's folder
+    its ``machine.json`` and result files, each parsed and checked; anything
+    else (another name, a link, a file that is no asv result) is refused and
+    listed, never copied. Nothing in :obj:`history` is deleted."""
+    report = MergeReport()
+    source, history = Path(source), Path(history)
+    if not source.is_dir():
+        raise GnnperfError(f"{source}: no results folder (did the run upload its results?)")
+    for entry in sorted(source.iterdir()):
+        name = entry.name
+        if entry.is_symlink() or not _SAFE_NAME.match(name):
+            report.refused.append(name)
+            continue
+        if name == BENCHMARKS_FILE:
+            _merge_benchmarks(entry, history / name, report)
+        elif entry.is_dir():
+            for path in sorted(entry.iterdir()):
+                _merge_machine_file(path, history / name / path.name, report)
+        else:
+            report.refused.append(name)
+    return report
+
+
+def _merge_benchmarks(path: Path, target: Path, report: MergeReport) -> None:
+    try:
+        new = _load_json(path)
+        old = _load_json(target) if target.exists() else {}
+    except ValueError:
+        report.refused.append(path.name)
+        return
+    merged = {**old, **new}  # benchmarks the run did not load stay described
+    if merged == old:
+        report.unchanged.append(path.name)
+        return
+    (report.merged if old else report.added).append(path.name)
+    _write_json(target, merged)
+
+
+def _merge_machine_file(path: Path, target: Path, report: MergeReport) -> None:
+    label = f"{path.parent.name}/{path.name}"
+    if path.is_symlink() or not _SAFE_NAME.match(path.name) or path.suffix != ".json":
+        report.refused.append(label)
+        return
+    try:
+        new = _load_json(path)
+        if path.name != MACHINE_FILE:
+            _check_result(new)
+    except ValueError:
+        report.refused.append(label)
+        return
+    if not target.exists():
+        _write_json(target, new)
+        report.added.append(label)
+        return
+    old = json.loads(target.read_text(encoding="utf-8"))
+    merged = {**old, **new} if path.name == MACHINE_FILE else merge_result_file(old, new)
+    if merged == old:
+        report.unchanged.append(label)
+        return
+    _write_json(target, merged)
+    report.merged.append(label)
+
+
+# --- the results branch ------------------------------------------------------
+
+def _git(repo: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise GnnperfError(f"git {' '.join(args[:3])} failed: {done.stderr.strip()[-300:]}")
+    return done.stdout.strip()
+
+
+def _remote_has(repo: Path, remote: str, branch: str) -> bool:
+    done = subprocess.run(["git", "-C", str(repo), "ls-remote", "--exit-code", "--heads",
+                           remote, branch], capture_output=True, text=True)
+    if done.returncode not in (0, 2):  # 2: no such branch; anything else: no remote
+        raise GnnperfError(f"git ls-remote {remote} failed: {done.stderr.strip()[-300:]}")
+    return done.returncode == 0
+
+
+_BRANCH_README = """\
+# gnnperf's results
+
+asv's results of this repository's nightly benchmark runs, one folder per
+machine under `results/`. A trusted job on a GitHub-hosted runner merges each
+night's run in (`python -m gnnperf.ci.nightly store`); nothing here is edited
+by hand, and nothing is ever removed by a run: a failed run adds what it
+measured. `asv publish` over `results/` draws the history.
+"""
+
+
+def store(source: Path, repo: Path, branch: str = DEFAULT_BRANCH, remote: str = "origin",
+          message: str = "nightly results", push: bool = True, attempts: int = 5) -> str:
+    """Merges the results tree :obj:`source` into :obj:`branch` of
+    :obj:`remote` (created as an orphan branch on the first run) and pushes
+    it; where another push got there first, fetches and merges again, up to
+    :obj:`attempts` times. Returns a line saying what was stored."""
+    repo = Path(repo).resolve()
+    for attempt in range(1, attempts + 1):
+        with tempfile.TemporaryDirectory(prefix="gnnperf-results-") as tmp:
+            tree = Path(tmp) / "branch"
+            exists = _remote_has(repo, remote, branch)
+            if exists:
+                _git(repo, "fetch", "--quiet", remote, f"+refs/heads/{branch}:refs/gnnperf/{branch}")
+                _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), f"refs/gnnperf/{branch}")
+            else:
+                _git(repo, "worktree", "add", "--quiet", "--detach", str(tree))
+                _git(tree, "checkout", "--quiet", "--orphan", "gnnperf-results-orphan")
+                _git(tree, "rm", "-r", "-q", "--force", "--ignore-unmatch", ".")
+                (tree / "README.md").write_text(_BRANCH_README)
+            try:
+                report = merge_results(source, tree / RESULTS_FOLDER)
+                _git(tree, "add", "-A")
+                if not _git(tree, "status", "--porcelain"):
+                    return f"{branch}: nothing new ({report.describe()})"
+                _git(tree, "-c", "user.name=gnnperf-results",
+                     "-c", "user.email=gnnperf-results@users.noreply.github.com",
+                     "commit", "--quiet", "-m", f"{message}: {report.describe()}")
+                if not push:
+                    _git(repo, "update-ref", f"refs/heads/{branch}", _git(tree, "rev-parse", "HEAD"))
+                    return f"{branch}: committed locally ({report.describe()})"
+                pushed = subprocess.run(["git", "-C", str(tree), "push", "--quiet", remote,
+                                         f"HEAD:refs/heads/{branch}"], capture_output=True, text=True)
+                if pushed.returncode == 0:
+                    return f"{branch}: pushed ({report.describe()})"
+                if attempt == attempts:
+                    raise GnnperfError(f"push to {remote} {branch} failed {attempts} times: "
+                                       f"{pushed.stderr.strip()[-300:]}")
+            finally:
+                _git(repo, "worktree", "remove", "--force", str(tree), check=False)
+    raise AssertionError("unreachable")
+
+
+def seed(history: Path, results_dir: Path) -> int:
+    """Copies the results branch's ``results/`` (:obj:`history`, absent on a
+    first run) into asv's :obj:`results_dir`, so ``--skip-existing-commits``
+    and :func:`select` see what is measured; returns the files copied."""
+    history, results_dir = Path(history), Path(results_dir)
+    if not history.is_dir():
+        return 0
+    results_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(history, results_dir, dirs_exist_ok=True)
+    return sum(1 for p in history.rglob("*.json"))
+
+
+# --- the command -------------------------------------------------------------
+
+def add_parser(sub) -> None:
+    """``gnnperf results``'s options (registered by :mod:`gnnperf.cli`)."""
+    from gnnperf.cli_help import command_parser
+    parser = command_parser(
+        sub, "results", help="the nightly's asv history in git: pick commits, seed, store",
+        description="The steps of the nightly workflow (gnnperf adopt writes it): which "
+                    "commits to measure, the results branch copied into asv's results "
+                    "folder, and a run's results merged into the branch (never removing "
+                    "anything) and pushed.")
+    add_steps(parser)
+
+
+def add_steps(parser: argparse.ArgumentParser) -> None:
+    """The steps' own options, under :obj:`parser`."""
+    steps = parser.add_subparsers(dest="step", required=True)
+    pick = steps.add_parser("select", help="the commits the nightly measures, newest first")
+    pick.add_argument("--results", type=Path, required=True, help="asv's results folder")
+    pick.add_argument("--machine", required=True, help="asv's --machine name")
+    pick.add_argument("--rev", default="HEAD", help="the branch tip (default: %(default)s)")
+    pick.add_argument("--repo", type=Path, default=Path("."), help="the git repository")
+    pick.add_argument("--max", type=int, default=3, dest="limit",
+                      help="at most this many commits (default: %(default)s)")
+    pick.add_argument("--output", type=Path, required=True, help="a HASHFILE for asv run")
+    sow = steps.add_parser("seed", help="copy the results branch's results/ into asv's folder")
+    sow.add_argument("--history", type=Path, required=True,
+                     help="the results branch's results/ folder (absent: a first run)")
+    sow.add_argument("--results", type=Path, required=True, help="asv's results folder")
+    keep = steps.add_parser("store", help="merge a run's results into the results branch, push")
+    keep.add_argument("--from", dest="source", type=Path, required=True,
+                      help="the run's asv results folder (the nightly's artifact)")
+    keep.add_argument("--repo", type=Path, default=Path("."),
+                      help="a clone whose remote receives the branch (default: here)")
+    keep.add_argument("--branch", default=DEFAULT_BRANCH, help="(default: %(default)s)")
+    keep.add_argument("--remote", default="origin", help="(default: %(default)s)")
+    keep.add_argument("--message", default="nightly results", help="the commit's subject")
+    keep.add_argument("--no-push", action="store_true", help="commit to the local branch only")
+
+
+def results_command(args: argparse.Namespace) -> int:
+    if args.step == "select":
+        if args.output.parent and not args.output.parent.resolve().is_dir():
+            raise GnnperfError(f"--output {args.output}: folder {args.output.parent} does not exist")
+        measured = measured_commits(args.results, args.machine)
+        history = first_parent_commits(args.rev, args.repo)
+        chosen = select(history, measured, args.limit)
+        args.output.write_text("".join(f"{c}\n" for c in chosen), encoding="utf-8")
+        first = not any(any(c.startswith(m) or m.startswith(c) for m in measured) for c in history)
+        print(f"{len(measured)} commit(s) with results on {args.machine!r}; "
+              f"{'first run: the tip only' if first else 'new since the last measured one'}; "
+              f"benchmarking {len(chosen)} (at most {args.limit}): "
+              + (" ".join(c[:12] for c in chosen) or "none, nothing new"))
+    elif args.step == "seed":
+        copied = seed(args.history, args.results)
+        print(f"{copied} result file(s) from the results branch" if copied
+              else "no results branch yet: a first run")
+    else:
+        print(store(args.source, args.repo, args.branch, args.remote, args.message,
+                    push=not args.no_push))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gnnperf.ci.nightly``: the same steps without the rest of
+    gnnperf's command line (the workflows' venv holds gnnperf alone)."""
+    parser = argparse.ArgumentParser(prog="python -m gnnperf.ci.nightly")
+    add_steps(parser)
+    args = parser.parse_args(argv)
+    try:
+        return results_command(args)
+    except GnnperfError as exc:
+        print(f"gnnperf results: error: {exc}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["DEFAULT_BRANCH", "MergeReport", "add_parser", "first_parent_commits",
+           "measured_commits", "merge_result_file", "merge_results", "merge_rows",
+           "results_command", "seed", "select", "store"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
