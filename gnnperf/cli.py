@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gnnperf.cli_help import EXIT_CODES, HelpFormatter, command_parser
+from gnnperf.cli_help import (EXIT_CODES, HelpFormatter, OneLineParser, add_verbose,
+                              command_parser)
 from gnnperf.errors import GnnperfError, is_unavailable
 from gnnperf.io import write_atomic
 
@@ -34,20 +37,43 @@ def _add_dataset_options(parser: argparse.ArgumentParser, default: str) -> None:
                         help="let pyg: and OGB datasets download missing files into the root")
 
 
-def _int_list(text: str) -> tuple[int, ...]:
+def _integers(text: str, what: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"takes {what}; got {text!r}") from None
+
+
+def _fanout(text: str) -> tuple[int, ...]:
+    """``--fanout``: its range (-1 for all neighbours) is TrainConfig's check."""
+    return _integers(text, "comma-separated positive integers (e.g. 15,10), -1 for all "
+                           "neighbours")
+
+
+def _seed_list(text: str) -> tuple[int, ...]:
+    return _integers(text, "comma-separated integers >= 0 (e.g. 0,1,2)")
+
+
+def _number(text: str) -> float:
+    """A float option's value, not NaN: every comparison with NaN is false,
+    so a range check written as ``lr <= 0`` lets it through to training."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"takes a number; got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     from gnnperf.variants import TrainConfig, standard_variants
     defaults = TrainConfig()
     from gnnperf import __version__
-    parser = argparse.ArgumentParser(prog="gnnperf", description=__doc__, epilog=EXIT_CODES,
-                                     formatter_class=HelpFormatter)
+    parser = OneLineParser(prog="gnnperf", description=__doc__, epilog=EXIT_CODES,
+                           formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_verbose(parser, command=False)
     sub = parser.add_subparsers(dest="command", required=True)
     from gnnperf.models import DEFAULT_MODEL, MODELS
     run = command_parser(sub, "run", help="train and compare GNN training variants")
@@ -69,10 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "the last measures memory (default: 3)")
     run.add_argument("--hidden", type=int, default=defaults.hidden, help="hidden width")
     run.add_argument("--layers", type=int, default=defaults.layers, help="graph conv layers")
-    run.add_argument("--dropout", type=float, default=defaults.dropout,
+    run.add_argument("--dropout", type=_number, default=defaults.dropout,
                      help="dropout probability")
-    run.add_argument("--lr", type=float, default=defaults.lr, help="Adam learning rate")
-    run.add_argument("--fanout", type=_int_list, default=defaults.fanout,
+    run.add_argument("--lr", type=_number, default=defaults.lr, help="Adam learning rate")
+    run.add_argument("--fanout", type=_fanout, default=defaults.fanout,
                      help="sampled variants: neighbours per hop, comma-separated (the last "
                           "repeats for deeper models; default: "
                           f"{','.join(map(str, defaults.fanout))})")
@@ -86,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="saint: random walks per batch (default: max(500, N / 15))")
     run.add_argument("--saint-walk-length", type=int, default=defaults.saint_walk_length,
                      help="saint: steps per walk (default: %(default)s)")
-    run.add_argument("--saint-coverage", type=float, default=defaults.saint_coverage,
+    run.add_argument("--saint-coverage", type=_number, default=defaults.saint_coverage,
                      help="saint: pre-sample until this many x num_nodes nodes were drawn, "
                           "for the normalisation (default: %(default)s)")
     run.add_argument("--amp-dtype", default=defaults.amp_dtype,
@@ -96,12 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="saint: aggregation normalisation, paper (Zeng et al.: C_v / C_uv, v "
                           "the aggregating node) or pyg (PyG's C_u / C_uv, u the source) "
                           "(default: %(default)s)")
-    run.add_argument("--saint-seen-edges", type=float, default=defaults.saint_seen_edges,
+    run.add_argument("--saint-seen-edges", type=_number, default=defaults.saint_seen_edges,
                      help="saint: pre-sample past --saint-coverage until this share of the "
                           "edges was drawn --saint-min-count times (default: %(default)s)...")
     run.add_argument("--saint-min-count", type=int, default=defaults.saint_min_count,
                      help="saint: see --saint-seen-edges (default: %(default)s)")
-    run.add_argument("--saint-max-coverage", type=float, default=defaults.saint_max_coverage,
+    run.add_argument("--saint-max-coverage", type=_number, default=defaults.saint_max_coverage,
                      help="saint: ...or this many x num_nodes nodes were (default: %(default)s)")
     run.add_argument("--cluster-parts", type=int, default=defaults.cluster_parts,
                      help="cluster: METIS parts (default: %(default)s)")
@@ -110,15 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int,
                      help=f"seed of the weights, dropout, sampling and synthetic graphs "
                           f"(default: {defaults.seed})")
-    run.add_argument("--seeds", type=_int_list,
+    run.add_argument("--seeds", type=_seed_list,
                      help="train every variant once per seed (e.g. 0,1,2): time to accuracy "
                           "as the median and spread over them; the table's other figures are "
                           "the first seed's, the synthetic graph is the first seed's "
                           "(replaces --seed)")
-    run.add_argument("--target-acc", type=float,
+    run.add_argument("--target-acc", type=_number,
                      help="time to accuracy: the validation accuracy to reach (default: "
                           "--target-share of the reference's best)")
-    run.add_argument("--target-share", type=float, default=DEFAULT_TARGET_SHARE,
+    run.add_argument("--target-share", type=_number, default=DEFAULT_TARGET_SHARE,
                      help="time to accuracy without --target-acc: this share of the "
                           "reference variant's best validation accuracy (default: %(default)s)")
     run.add_argument("--no-time-to-accuracy", action="store_true",
@@ -149,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     sampler = command_parser(sub, "sampler", help="neighbor-sampler throughput (edges/s)")
     _add_dataset_options(sampler, "synthetic-1m")
     sampler.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    sampler.add_argument("--fanout", type=_int_list, default=defaults.fanout,
+    sampler.add_argument("--fanout", type=_fanout, default=defaults.fanout,
                          help="neighbours per hop, comma-separated (default: "
                               f"{','.join(map(str, defaults.fanout))})")
     sampler.add_argument("--batch-size", type=int, default=1024, help="seed nodes per batch")
@@ -227,7 +253,7 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     dataset loads and any variant trains: all but the device, the backend
     and torchrun's world, which :func:`run_command` resolves next (still
     before the dataset loads)."""
-    from gnnperf.data import check_dataset_name
+    from gnnperf.data import check_dataset_name, known_num_nodes
     from gnnperf.measure.runner import result_label
     from gnnperf.models import parse_models
     from gnnperf.measure.convergence import check_target
@@ -271,7 +297,20 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if config.amp_dtype != "auto" and not any(spec.uses("amp") for spec in specs):
         raise GnnperfError(f"--amp-dtype {config.amp_dtype} applies to amp variants and none "
                            f"is given; add one (e.g. --variants amp) or drop --amp-dtype")
-    return RunPlan(config, models, specs, pairs, cannot, reference, seeds)
+    if not math.isfinite(config.lr):
+        raise GnnperfError(f"--lr must be a finite number > 0, got {config.lr}")
+    plan = RunPlan(config, models, specs, pairs, cannot, reference, seeds)
+    _check_against_graph(plan, known_num_nodes(args.dataset, args.root), args.dataset)
+    return plan
+
+
+def _check_against_graph(plan: RunPlan, num_nodes: int | None, graph: str) -> None:
+    """The options bounded by the graph's size: before it loads where its
+    node count is known without loading it (``num_nodes``), else once
+    loaded, before anything trains."""
+    if any(spec.uses("cluster") for spec in plan.specs):
+        from gnnperf.variants.cluster import check_cluster_options
+        check_cluster_options(plan.config, num_nodes, graph)
 
 
 def _seeds(args: argparse.Namespace) -> list[int]:
@@ -296,6 +335,7 @@ def run_command(args: argparse.Namespace) -> int:
     from gnnperf.data import load_dataset
     from gnnperf.fingerprint import tune_allocator
     from gnnperf.measure.runner import result_label, set_threads, with_roofline
+    from gnnperf.models import probe_model
 
     plan = plan_run(args)
     device, backend, torchrun, rank0 = _join_world(args)
@@ -304,6 +344,11 @@ def run_command(args: argparse.Namespace) -> int:
     tuned = args.tune_malloc and tune_allocator()
     # One graph for every seed: the seeds vary the weights, dropout and sampling.
     dataset = load_dataset(args.dataset, args.root, seed=plan.seeds[0], download=args.download)
+    _check_against_graph(plan, dataset.num_nodes, dataset.name)
+    # A user's model that cannot run on this graph is refused here, in one
+    # line, rather than as a traceback out of the first variant's step.
+    for model in dict.fromkeys(model for model, _ in plan.pairs):
+        probe_model(model, dataset.graph, plan.config.hidden, plan.config.layers, device)
     measure = _PairMeasurer(args, plan, dataset, device, torchrun, rank0)
     seeds = "seed" + (f"s {','.join(map(str, plan.seeds))}" if len(plan.seeds) > 1
                       else f" {plan.seeds[0]}")
@@ -555,9 +600,16 @@ def doctor_command(args: argparse.Namespace) -> int:
             write_atomic(args.json, json.dumps(
                 {**to_dict(done, device), "complete": False}, indent=2).encode())
 
-    from gnnperf.models import parse_models
-    checks = Doctor(device, root=checkout, run_asv=not args.skip_asv,
-                    models=tuple(parse_models(args.model))).run(on_check=show)
+    from gnnperf.models import MODELS, parse_models, probe_model
+    from gnnperf.variants import TrainConfig
+    doctor = Doctor(device, root=checkout, run_asv=not args.skip_asv,
+                    models=tuple(parse_models(args.model)))
+    # A user's model that cannot run on the doctor's graph is refused in one
+    # line before the first check, not as a failed check per variant.
+    defaults = TrainConfig()
+    for model in (m for m in doctor.models if m not in MODELS):
+        probe_model(model, doctor.cora.graph, defaults.hidden, defaults.layers, device)
+    checks = doctor.run(on_check=show)
     failed = [c for c in checks if c.status == FAIL]
     print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or skipped, "
           f"{len(failed)} failed, in {time.perf_counter() - start:.0f} s on {device}")
@@ -594,7 +646,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {**COMMANDS, **_gate_commands()}[args.command](args)
     except GnnperfError as exc:
-        print(f"gnnperf: error: {exc}", file=sys.stderr)
+        verbose = getattr(args, "verbose", False)
+        if verbose:
+            traceback.print_exc()
+        # An error that wraps the user's own (a model's forward) says where
+        # it was raised; the whole traceback is a flag away.
+        wraps = exc.__cause__ is not None
+        hint = "; --verbose shows the traceback" if wraps and not verbose else ""
+        print(f"gnnperf: error: {exc}{hint}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gnnperf: interrupted", file=sys.stderr)

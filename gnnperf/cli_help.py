@@ -1,8 +1,10 @@
-"""What every command's ``--help`` shows: each option's default and the
-exit codes. Shared by ``gnnperf run``'s parser and the gate wing's."""
+"""What every command's ``--help`` shows (each option's default and the
+exit codes), the one line a mistyped option gets instead of the usage, and
+``--verbose``. Shared by ``gnnperf run``'s parser and the gate wing's."""
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 
 #: Every command's exit status, in its --help.
@@ -27,6 +29,31 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         return super()._get_help_string(action)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (a value its type refuses, an
+    unknown option, a missing argument) are one line and exit 2, the rule
+    for bad input: the whole usage, twenty lines, buries what was wrong and
+    ``--help`` shows it on request. Subcommand parsers are of the same class
+    (``add_subparsers`` makes its parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+VERBOSE_HELP = "on an error, print its traceback above the one line (default: the line alone)"
+
+
+def add_verbose(parser: argparse.ArgumentParser, command: bool = True) -> None:
+    """``--verbose`` on :obj:`parser`. A command's is suppressed unless given:
+    argparse copies a subcommand's defaults over its parent's values, so a
+    default there would undo ``gnnperf --verbose <command>``."""
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP,
+                        default=argparse.SUPPRESS if command else False)
+
+
 def command_parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
-    """A subcommand whose --help shows every default and the exit codes."""
-    return sub.add_parser(name, formatter_class=HelpFormatter, epilog=EXIT_CODES, **kwargs)
+    """A subcommand whose --help shows every default and the exit codes, and
+    which takes ``--verbose`` as the top level does."""
+    parser = sub.add_parser(name, formatter_class=HelpFormatter, epilog=EXIT_CODES, **kwargs)
+    add_verbose(parser)
+    return parser

@@ -26,6 +26,10 @@ from gnnperf.cache import CACHE_ENV, cache_dir
 from gnnperf.errors import GnnperfError, Unavailable, first_line
 
 PLANETOID = {"cora": "Cora", "citeseer": "CiteSeer"}
+#: The bundled Planetoid graphs' node counts (PyG's Planetoid reading of the
+#: raw files): what options bounded by the graph are checked against before
+#: it loads.
+BUNDLED_NUM_NODES = {"cora": 2708, "citeseer": 3327}
 PLANETOID_SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 DATA_ENV = "GNNPERF_DATA"
 # Cora and CiteSeer raw files (1.6 MB, MIT licence, LICENSE beside them) ship
@@ -720,6 +724,21 @@ def check_dataset_name(name: str) -> str:
     if kind == "pyg":
         _parse_pyg(name)
     return name
+
+
+def known_num_nodes(name: str, root: str | os.PathLike | None = None) -> int | None:
+    """The node count of dataset :obj:`name` where it is known without
+    loading it: the bundled Cora and CiteSeer (not another copy of their
+    files) and synthetic graphs; ``None`` for the others, counted once
+    loaded."""
+    key, kind = name.lower(), _kind(name)
+    if kind == "planetoid":
+        source = Path(root) if root is not None else planetoid_root()
+        bundled = (source / PLANETOID[key]).resolve() == BUNDLED_PLANETOID / PLANETOID[key]
+        return BUNDLED_NUM_NODES[key] if bundled else None
+    if kind == "synthetic":
+        return parse_synthetic(key).num_nodes
+    return None
 
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, seed: int = 0,

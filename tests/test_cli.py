@@ -206,6 +206,7 @@ def _one_line_error(capsys, argv, message, tmp_path):
     (["--threads", "0"], "threads must be >= 1"),
     (["--dropout", "1.5"], "dropout must be in [0, 1)"),
     (["--lr", "0"], "learning rate must be > 0"),
+    (["--lr", "inf"], "--lr must be a finite number > 0"),
     (["--reference", "warp"], "--reference: unknown variant 'warp'"),
     (["--saint-norm", "foo"], "--saint-norm must be one of paper, pyg, got 'foo'"),
     (["--saint-seen-edges", "1.5"], "--saint-seen-edges must be in [0, 1]"),
@@ -511,3 +512,216 @@ def test_runs_on_the_lowest_torch_geometric_pyproject_allows(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["environment"]["torch_geometric"] == lowest
     assert [r["variant"] for r in doc["results"]] == ["baseline", "sampled", "sparse"]
+
+
+# ------------------------------------- a model package's mistakes: one line, before training
+WRONG_SIGNATURE = '''
+import torch
+
+
+def build(in_channels, out_channels):
+    return torch.nn.Linear(in_channels, out_channels)
+'''
+
+# A wrapper whose own signature binds, around a function that takes two sizes.
+WRONG_SIGNATURE_INSIDE = '''
+import torch
+
+
+def _two_sizes(in_channels, out_channels):
+    return torch.nn.Linear(in_channels, out_channels)
+
+
+def build(*sizes):
+    return _two_sizes(*sizes)
+'''
+
+FORWARD_RAISES = '''
+import torch
+
+
+class Mismatched(torch.nn.Module):
+    def __init__(self, in_channels, hidden, out_channels):
+        super().__init__()
+        self.first = torch.nn.Linear(in_channels, hidden)
+        self.second = torch.nn.Linear(in_channels, out_channels)  # should take hidden
+
+    def forward(self, x, edge_index):
+        return self.second(self.first(x).relu())
+
+
+def build(in_channels, hidden, out_channels, layers):
+    return Mismatched(in_channels, hidden, out_channels)
+'''
+FORWARD_RAISES_LINE = 12  # the line of FORWARD_RAISES that raises, in the file written
+
+
+def _user_module(tmp_path, monkeypatch, name: str, source: str) -> str:
+    """``name:build`` importable from :obj:`tmp_path` (each test its own
+    module name: imports and the model registry are cached per process)."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{name}:build"
+
+
+def _never_trains(monkeypatch) -> None:
+    from gnnperf.measure import runner
+    monkeypatch.setattr(runner, "measure_variant", lambda *a, **k: pytest.fail("trained"))
+
+
+def _exit_status(argv: list[str]) -> int:
+    """:func:`main`'s exit status, also when argparse exits (SystemExit)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def _the_one_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("name, source, said", [
+    ("usermodels_signature", WRONG_SIGNATURE, "build(in_channels, out_channels)"),
+    ("usermodels_signature_inside", WRONG_SIGNATURE_INSIDE,
+     "TypeError: _two_sizes() takes 2 positional arguments but 4"),
+], ids=["its own", "a function it calls"])
+def test_a_builder_with_the_wrong_signature_is_one_line_before_training(
+        tmp_path, capsys, monkeypatch, name, source, said):
+    path = _user_module(tmp_path, monkeypatch, name, source)
+    _never_trains(monkeypatch)
+    assert main(["run", *SMALL, "--variants", "baseline", "--model", path]) == 2
+    line = _the_one_line(capsys)
+    assert line.startswith(f"gnnperf: error: --model {path}: ")
+    assert said in line and "(in_channels, hidden, out_channels, layers)" in line
+
+
+def test_a_model_whose_forward_raises_is_one_line_before_training(tmp_path, capsys, monkeypatch):
+    path = _user_module(tmp_path, monkeypatch, "usermodels_forward_raises", FORWARD_RAISES)
+    _never_trains(monkeypatch)
+    assert main(["run", "--dataset", "cora", "--epochs", "3", "--warmup", "2", "--no-progress",
+                 "--variants", "baseline", "--model", path]) == 2
+    line = _the_one_line(capsys)
+    assert line.startswith(f"gnnperf: error: --model {path}: forward ")
+    assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied" in line
+    assert f"usermodels_forward_raises.py:{FORWARD_RAISES_LINE}" in line
+    assert line.endswith("; --verbose shows the traceback")
+    # --verbose: the same line after the whole traceback, the user's frame in it.
+    assert main(["run", "--dataset", "cora", "--epochs", "3", "--warmup", "2", "--no-progress",
+                 "--variants", "baseline", "--model", path, "--verbose"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert f'usermodels_forward_raises.py", line {FORWARD_RAISES_LINE}, in forward' in err
+    assert err.strip().splitlines()[-1] == line.removesuffix("; --verbose shows the traceback")
+
+
+def test_a_users_model_is_checked_before_the_gate_starts_a_worker(tmp_path, capsys, monkeypatch):
+    path = _user_module(tmp_path, monkeypatch, "usermodels_gate_signature", WRONG_SIGNATURE)
+    from gnnperf.gate import compare
+    monkeypatch.setattr(compare, "run_gate", lambda *a, **k: pytest.fail("started workers"))
+    argv = ["gate", "--no-time", "--base-dir", str(ROOT), "--head-dir", str(ROOT),
+            "--models", path]
+    assert main(argv) == 2
+    line = _the_one_line(capsys)
+    assert line.startswith("gnnperf: error: ") and path in line
+    assert "(in_channels, hidden, out_channels, layers)" in line
+    for verbose in (["--verbose", *argv], [*argv, "--verbose"]):  # global or the command's
+        assert main(verbose) == 2
+        err = capsys.readouterr().err
+        assert "Traceback (most recent call last)" in err and err.strip().splitlines()[-1] == line
+
+
+@pytest.mark.parametrize("name, source, said", [
+    ("usermodels_doctor_signature", WRONG_SIGNATURE, "(in_channels, hidden, out_channels, layers)"),
+    ("usermodels_doctor_forward", FORWARD_RAISES, "forward on the graph's 2708 nodes raised "
+                                                  "RuntimeError"),
+], ids=["signature", "forward"])
+def test_the_doctor_checks_a_users_model_before_any_check(tmp_path, capsys, monkeypatch, name,
+                                                          source, said):
+    path = _user_module(tmp_path, monkeypatch, name, source)
+    from gnnperf import doctor
+    monkeypatch.setattr(doctor.Doctor, "run", lambda *a, **k: pytest.fail("checked"))
+    assert main(["doctor", "--skip-asv", "--model", f"gcn,{path}"]) == 2
+    line = _the_one_line(capsys)
+    assert line.startswith(f"gnnperf: error: --model {path}: ") and said in line
+
+
+@pytest.mark.parametrize("argv, names, says", [
+    (["run", "--fanout", "15,x"], "--fanout", "comma-separated positive integers (e.g. 15,10)"),
+    (["sampler", "--fanout", "x"], "--fanout", "comma-separated positive integers (e.g. 15,10)"),
+    (["run", "--seeds", "0,one"], "--seeds", "comma-separated integers >= 0 (e.g. 0,1,2)"),
+    (["run", "--lr", "nan"], "--lr", "a number"),
+    (["run", "--epochs", "ten"], "--epochs", "invalid int value: 'ten'"),
+    (["run", "--sampler", "fast"], "--sampler", "invalid choice: 'fast'"),
+    (["gate", "--processes", "six"], "--processes", "invalid int value: 'six'"),
+    (["run", "--no-such-option"], "--no-such-option", "unrecognized arguments"),
+])
+def test_a_bad_option_value_is_one_line_not_the_usage(capsys, monkeypatch, argv, names, says):
+    _never_trains(monkeypatch)
+    assert _exit_status(argv) == 2
+    line = _the_one_line(capsys)
+    assert line.startswith("gnnperf") and "error: " in line
+    assert names in line and says in line, line
+
+
+def test_help_still_shows_the_whole_usage(capsys):
+    assert _exit_status(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gnnperf run") and "--fanout" in out and "--verbose" in out
+
+
+def _graph_file(tmp_path, nodes: int) -> Path:
+    from torch_geometric.data import Data
+
+    from gnnperf.data import load_dataset
+    graph = load_dataset(f"synthetic:nodes={nodes},degree=4,features=8,classes=3").graph
+    path = tmp_path / "small.pt"
+    torch.save(Data(x=graph.x, edge_index=graph.edge_index, y=graph.y), path)
+    return path
+
+
+@pytest.mark.parametrize("dataset, parts, says", [
+    ("cora", "100000", "at most the number of nodes (2708)"),
+    ("citeseer", "3328", "at most the number of nodes (3327)"),
+    ("synthetic:nodes=600,degree=4,features=16,classes=3", "601",
+     "at most the number of nodes (600)"),
+    ("cora", "0", "--cluster-parts >= 1"),
+])
+def test_cluster_parts_past_the_graph_are_refused_before_it_loads(capsys, monkeypatch, dataset,
+                                                                    parts, says):
+    import gnnperf.data
+    _never_trains(monkeypatch)
+    monkeypatch.setattr(gnnperf.data, "load_dataset", lambda *a, **k: pytest.fail("loaded"))
+    assert main(["run", "--dataset", dataset, "--variants", "baseline,cluster", "--epochs", "3",
+                 "--warmup", "2", "--no-progress", "--cluster-parts", parts]) == 2
+    line = _the_one_line(capsys)
+    assert line.startswith("gnnperf: error: ") and "--cluster-parts" in line and says in line
+
+
+def test_cluster_parts_past_a_graph_files_nodes_are_refused_before_training(tmp_path, capsys,
+                                                                             monkeypatch):
+    path = _graph_file(tmp_path, 300)
+    _never_trains(monkeypatch)
+    assert main(["run", "--dataset", str(path), "--variants", "cluster", "--epochs", "3",
+                 "--warmup", "2", "--no-progress", "--cluster-parts", "301"]) == 2
+    line = _the_one_line(capsys)
+    assert "--cluster-parts" in line and "at most the number of nodes (300)" in line
+
+
+def test_cluster_batch_past_the_parts_is_refused_before_training(capsys, monkeypatch):
+    _never_trains(monkeypatch)
+    assert main(["run", *SMALL, "--variants", "cluster", "--cluster-parts", "8",
+                 "--cluster-batch", "9"]) == 2
+    line = _the_one_line(capsys)
+    assert "--cluster-batch" in line and "at most --cluster-parts (8)" in line
+
+
+def test_bundled_node_counts_are_the_loaded_graphs(cora_dataset):
+    from gnnperf.data import known_num_nodes, load_dataset
+    assert known_num_nodes("cora") == cora_dataset.num_nodes == 2708
+    assert known_num_nodes("citeseer") == load_dataset("citeseer").num_nodes == 3327
+    assert known_num_nodes("synthetic:nodes=600,degree=4,features=16,classes=3") == 600
+    assert known_num_nodes("cora", root="/elsewhere") is None  # another copy: counted once loaded

@@ -278,3 +278,111 @@ def test_the_product_zero_fills_its_output_on_devices_other_than_the_cpu(monkeyp
     assert kernels._product_output(torch.ones(3, 4, device="meta"), 5).shape == (5, 4)
     assert kernels._product_output(torch.ones(3, 4), 5).shape == (5, 4)
     assert made == [("zeros", "meta"), ("empty", "cpu")]
+
+
+BUILDERS = '''
+import torch
+
+
+def two_sizes(in_channels, out_channels):
+    return torch.nn.Linear(in_channels, out_channels)
+
+
+def four_sizes(in_channels, hidden, out_channels, layers, *, bias=True):
+    return torch.nn.Linear(in_channels, out_channels, bias=bias)
+
+
+def wants_heads(in_channels, hidden, out_channels, layers, *, heads):
+    return torch.nn.Linear(in_channels, out_channels)
+
+
+def raises_inside(in_channels, hidden, out_channels, layers):
+    raise ValueError("layers must be even")
+
+
+uninspectable = dict  # a C callable: no signature to read, checked when called
+'''
+
+
+def test_a_builders_signature_is_checked_when_the_model_is_named(tmp_path, monkeypatch):
+    from gnnperf.models import get_model, parse_models
+    (tmp_path / "usermodels_builders.py").write_text(BUILDERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    expected = "(in_channels, hidden, out_channels, layers)"
+    with pytest.raises(GnnperfError) as info:
+        parse_models("gcn,usermodels_builders:two_sizes")
+    message = str(info.value)
+    assert message.startswith("--model usermodels_builders:two_sizes: ")
+    assert "two_sizes(in_channels, out_channels)" in message and expected in message
+    assert "\n" not in message
+    with pytest.raises(GnnperfError, match=r"wants_heads\(.*missing a required argument: "
+                                           r"'heads'.*\(in_channels, hidden, out_channels"):
+        get_model("usermodels_builders:wants_heads")
+    assert get_model("usermodels_builders:four_sizes").name == "usermodels_builders:four_sizes"
+    # What the builder raises itself: named with where, one line.
+    with pytest.raises(GnnperfError, match=r"usermodels_builders:raises_inside: building it "
+                                           r"raised ValueError: layers must be even \(at "
+                                           r".*usermodels_builders\.py:\d+"):
+        get_model("usermodels_builders:raises_inside").build(8, 16, 3, 2, 0.5)
+    with pytest.raises(GnnperfError, match=r"uninspectable: building it raised TypeError: dict "
+                                           r"expected .*; make it a function of \(in_channels"):
+        get_model("usermodels_builders:uninspectable").build(8, 16, 3, 2, 0.5)
+
+
+PROBED = '''
+import torch
+
+seen = []
+
+
+class Recorded(torch.nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.linear = torch.nn.Linear(in_channels, out_channels)
+
+    def forward(self, x, edge_index):
+        seen.append((x.size(0), int(edge_index.max()) + 1 if edge_index.numel() else 0))
+        return self.linear(x)
+
+
+class Raises(Recorded):
+    def forward(self, x, edge_index):
+        raise ValueError(f"no graph of {x.size(0)} nodes")
+
+
+def fine(in_channels, hidden, out_channels, layers):
+    return Recorded(in_channels, out_channels)
+
+
+def raises(in_channels, hidden, out_channels, layers):
+    return Raises(in_channels, out_channels)
+
+
+def hidden_wide(in_channels, hidden, out_channels, layers):
+    return Recorded(in_channels, hidden)
+'''
+PROBED_RAISE_LINE = 19
+
+
+def test_the_probe_forward_names_where_a_users_model_fails(tmp_path, monkeypatch, cora):
+    from gnnperf.models import probe_model
+    (tmp_path / "usermodels_probed.py").write_text(PROBED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import usermodels_probed
+    probe_model("usermodels_probed:fine", cora, hidden=16, layers=2)
+    assert usermodels_probed.seen == [(2708, 2708)]  # the whole small graph, once
+    probe_model("gcn", cora, hidden=16, layers=2)  # the registry's own: nothing to probe
+    with pytest.raises(GnnperfError) as info:
+        probe_model("usermodels_probed:raises", cora, hidden=16, layers=2)
+    message = str(info.value)
+    assert message.startswith("--model usermodels_probed:raises: forward ")
+    assert "ValueError: no graph of 2708 nodes" in message and "\n" not in message
+    assert f"usermodels_probed.py:{PROBED_RAISE_LINE}" in message
+    assert isinstance(info.value.__cause__, ValueError)  # --verbose shows its traceback
+    with pytest.raises(GnnperfError, match=r"returned shape \(2708, 16\); expected "
+                                           r"\(2708, 7\)"):
+        probe_model("usermodels_probed:hidden_wide", cora, hidden=16, layers=2)
+    # A large graph: its first nodes, with the edges among them.
+    usermodels_probed.seen.clear()
+    probe_model("usermodels_probed:fine", cora, hidden=16, layers=2, max_nodes=100)
+    assert usermodels_probed.seen[0][0] == 100 and usermodels_probed.seen[0][1] <= 100

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+import os
+import sys
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
 from torch import Tensor
+from torch_geometric.data import Data
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, first_line
 from gnnperf.models import references
 from gnnperf.models.blocks import Block, BlockGNN, LayerGraph
 from gnnperf.models.gat import GAT, self_loop_graph
@@ -117,6 +122,55 @@ def _raw_graph(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, None]:
 
 
 _BLACK_BOX = "a model given by import path is a black box (forward(x, edge_index))"
+#: How ``gnnperf run`` calls a user's builder.
+BUILDER_PARAMETERS = "(in_channels, hidden, out_channels, layers)"
+_BUILDER_CONTRACT = (f"make it a function of {BUILDER_PARAMETERS} returning a "
+                     f"torch.nn.Module whose forward takes (x, edge_index)")
+
+
+def _user_roots(module_name: str) -> tuple[str, ...]:
+    """Where the user's code lives: the top-level package's folders, or the
+    single module's file (what a traceback's frames are matched against)."""
+    top = sys.modules.get(module_name.partition(".")[0])
+    if top is None:
+        return ()
+    roots = [os.path.abspath(path) for path in getattr(top, "__path__", ())]
+    if not roots and getattr(top, "__file__", None):
+        roots = [os.path.abspath(top.__file__)]
+    return tuple(roots)
+
+
+def _raised_at(exc: BaseException, path: str) -> str:
+    """`` (at file:line in function)`` of the innermost frame of :obj:`exc`
+    in the user's code (the package :obj:`path` imports from), else of its
+    innermost frame: where to look first. Empty where that frame is this
+    module's own call (a builder that refuses its arguments)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    roots = _user_roots(path.partition(":")[0])
+    theirs = [frame for frame in frames
+              if any(os.path.abspath(frame.filename) == root
+                     or os.path.abspath(frame.filename).startswith(root + os.sep)
+                     for root in roots)]
+    frame = (theirs or frames or [None])[-1]
+    if frame is None or os.path.abspath(frame.filename) == os.path.abspath(__file__):
+        return ""
+    return f" (at {frame.filename}:{frame.lineno} in {frame.name})"
+
+
+def _check_builder(path: str, factory: Callable) -> None:
+    """Refuses a builder that cannot take ``gnnperf run``'s four sizes, by its
+    signature, before anything is built or trained; one whose signature
+    cannot be read (a C function) is checked when called."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(1, 1, 1, 1)
+    except TypeError as exc:
+        name = getattr(factory, "__name__", path.partition(":")[2])
+        raise GnnperfError(f"--model {path}: {name}{signature} cannot take "
+                           f"{BUILDER_PARAMETERS} ({exc}); {_BUILDER_CONTRACT}") from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,12 +184,22 @@ def _user_model(path: str) -> ModelSpec:
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise GnnperfError(f"--model {path}: {module_name} has no callable {attribute!r}; give "
-                           f"module:function, a function of (in_channels, hidden, "
-                           f"out_channels, layers) returning a torch.nn.Module")
+                           f"module:function, a function of {BUILDER_PARAMETERS} returning a "
+                           f"torch.nn.Module")
+    _check_builder(path, factory)
 
     def build(in_channels: int, hidden: int, out_channels: int, layers: int,
               dropout_p: float) -> torch.nn.Module:
-        module = factory(in_channels, hidden, out_channels, layers)
+        try:
+            module = factory(in_channels, hidden, out_channels, layers)
+        except GnnperfError:
+            raise
+        except TypeError as exc:  # most often its parameters, or what it passes them to
+            raise GnnperfError(f"--model {path}: building it raised {first_line(exc)}"
+                               f"{_raised_at(exc, path)}; {_BUILDER_CONTRACT}") from exc
+        except Exception as exc:  # the user's code: any error, named with where
+            raise GnnperfError(f"--model {path}: building it raised {first_line(exc)}"
+                               f"{_raised_at(exc, path)}") from exc
         if not isinstance(module, torch.nn.Module):
             raise GnnperfError(f"--model {path} returned {type(module).__name__}, not a "
                                f"torch.nn.Module")
@@ -172,8 +236,71 @@ def parse_models(text: str) -> list[str]:
     return models
 
 
-__all__ = ["BLOCKS", "Block", "BlockGNN", "CsrMatrix", "DEFAULT_MODEL", "EDGE_WEIGHTS",
-           "EdgeIndexModel", "FIXED_AGGREGATION", "GAT", "GCN", "GIN", "GraphSAGE",
-           "LayerGraph", "MODELS", "ModelSpec", "REFERENCE", "SparseAdjacency",
-           "SparseFeatures", "aggregate", "dropout", "dropout_lanes", "get_model",
-           "normalize_graph", "parse_models", "store_transposed"]
+#: Graphs up to this many nodes are probed whole, larger ones their first nodes.
+PROBE_NODES = 10_000
+
+
+def _probe_graph(data: Data, max_nodes: int) -> tuple[Tensor, Tensor, str]:
+    """The features and edges a probe forward reads, and what they are: the
+    whole graph, or its first :obj:`max_nodes` nodes with the edges among
+    them."""
+    if data.num_nodes <= max_nodes:
+        return data.x, data.edge_index, f"the graph's {data.num_nodes} nodes"
+    edge_index = data.edge_index
+    among = (edge_index < max_nodes).all(dim=0)
+    return (data.x[:max_nodes], edge_index[:, among],
+            f"the graph's first {max_nodes} of {data.num_nodes} nodes")
+
+
+def probe_model(name: str, data: Data, hidden: int, layers: int,
+                device: torch.device | str = "cpu", max_nodes: int = PROBE_NODES) -> None:
+    r"""Builds a user's model (by import path) for :obj:`data` and runs one
+    forward in eval mode without gradients, so that a model that cannot run
+    on this graph is refused in one line before any variant trains, naming
+    the exception and where the user's code raised it (the exception stays
+    the error's ``__cause__``: its traceback). The registry's own models are
+    not probed; the random number generator's state is kept.
+
+    Args:
+        name (str): The model, as :func:`get_model` takes it.
+        data (Data): The graph the run trains on (``x``, ``edge_index``,
+            integer ``y``).
+        hidden (int): Hidden width, as the run builds the model.
+        layers (int): Layers, as the run builds the model.
+        device (torch.device or str): Where the run trains.
+        max_nodes (int): Graphs up to this many nodes are probed whole,
+            larger ones on their first :obj:`max_nodes` nodes and the edges
+            among them.
+    """
+    spec = get_model(name)
+    if spec.name in MODELS:
+        return
+    path = spec.name
+    x, edge_index, what = _probe_graph(data, max_nodes)
+    num_classes = int(data.y.max()) + 1
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        model = spec.build(data.num_features, hidden, num_classes, layers, 0.0)
+        try:
+            model = model.to(device).eval()
+            x, edge_index = x.to(device), edge_index.to(device)
+            graph, edge_weight = spec.prepare_graph(edge_index, x.size(0))
+            out = model(x, graph, edge_weight)
+        except Exception as exc:  # the user's code: any error, named with where
+            raise GnnperfError(f"--model {path}: forward on {what} raised {first_line(exc)}"
+                               f"{_raised_at(exc, path)}") from exc
+    expected = (x.size(0), num_classes)
+    if not isinstance(out, Tensor):
+        raise GnnperfError(f"--model {path}: forward returned {type(out).__name__}, not a "
+                           f"tensor; return the logits, shape (nodes, out_channels) = "
+                           f"{expected}")
+    if tuple(out.shape) != expected:
+        raise GnnperfError(f"--model {path}: forward returned shape {tuple(out.shape)}; "
+                           f"expected {expected}: a row of logits per node, one per class "
+                           f"(out_channels)")
+
+
+__all__ = ["BLOCKS", "BUILDER_PARAMETERS", "Block", "BlockGNN", "CsrMatrix", "DEFAULT_MODEL",
+           "EDGE_WEIGHTS", "EdgeIndexModel", "FIXED_AGGREGATION", "GAT", "GCN", "GIN",
+           "GraphSAGE", "LayerGraph", "MODELS", "ModelSpec", "PROBE_NODES", "REFERENCE",
+           "SparseAdjacency", "SparseFeatures", "aggregate", "dropout", "dropout_lanes",
+           "get_model", "normalize_graph", "parse_models", "probe_model", "store_transposed"]

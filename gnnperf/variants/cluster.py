@@ -9,8 +9,9 @@ import torch
 
 from gnnperf.cache import cache_dir, cached
 from gnnperf.data import tensor_digest
+from gnnperf.errors import GnnperfError
 from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
-from gnnperf.variants.base import Batch, Technique, TrainingRun
+from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 
 
 def cached_partition(edge_index: torch.Tensor, num_nodes: int, num_parts: int,
@@ -61,6 +62,7 @@ class Cluster(Technique):
     def apply(self, run: TrainingRun) -> None:
         config, data = run.config, run.data
         num_nodes = data.num_nodes
+        check_cluster_options(config, num_nodes)
         parts, seconds, hit = cached_partition(data.edge_index, num_nodes, config.cluster_parts,
                                                config.seed)
         cut = edge_cut(data.edge_index, parts)
@@ -89,3 +91,27 @@ class Cluster(Technique):
                                         sub.edge_ids.numel(), loss_nodes)
 
         run.batches = batches
+
+
+def check_cluster_options(config: TrainConfig, num_nodes: int | None = None,
+                          graph: str = "the graph") -> None:
+    r"""Refuses ``--cluster-parts`` and ``--cluster-batch`` that cannot
+    partition :obj:`graph` into batches, in one line naming the option:
+    before METIS runs, and at the command line before the graph loads where
+    its size is known without loading it (their ``>= 1`` is
+    :meth:`TrainConfig.validate`'s).
+
+    Args:
+        config (TrainConfig): The run's configuration.
+        num_nodes (int, optional): The graph's node count; ``None`` checks
+            the two options against each other only.
+        graph (str): How the message names the graph.
+    """
+    if config.cluster_batch > config.cluster_parts:
+        raise GnnperfError(f"--cluster-batch must be at most --cluster-parts "
+                           f"({config.cluster_parts}), got {config.cluster_batch}: more parts "
+                           f"per batch than there are makes every batch the whole graph")
+    if num_nodes is not None and config.cluster_parts > num_nodes:
+        raise GnnperfError(f"--cluster-parts must be at most the number of nodes ({num_nodes}) "
+                           f"of {graph}, got {config.cluster_parts}: each part holds a node or "
+                           f"more; lower it")
