@@ -206,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_parser(sub)
     from gnnperf import asv_init
     asv_init.add_parser(sub)
+    from gnnperf.ci import adopt, nightly, policy
+    adopt.add_parser(sub)
+    policy.add_parser(sub)
+    nightly.add_parser(sub)
     return parser
 
 
@@ -623,7 +627,12 @@ def _gate_commands() -> dict:
     from gnnperf.asv_init import asv_init_command
     from gnnperf.gate.cli import COMMANDS as GATE_COMMANDS
     from gnnperf.gate.history import history_command
-    return {**GATE_COMMANDS, "history": history_command, "asv-init": asv_init_command}
+    from gnnperf.ci.adopt import adopt_command
+    from gnnperf.ci.nightly import results_command
+    from gnnperf.ci.policy import check_workflows_command
+    return {**GATE_COMMANDS, "history": history_command, "asv-init": asv_init_command,
+            "adopt": adopt_command, "check-workflows": check_workflows_command,
+            "results": results_command}
 
 
 COMMANDS = {"run": run_command, "sampler": sampler_command, "roofs": roofs_command,

@@ -725,3 +725,34 @@ def test_bundled_node_counts_are_the_loaded_graphs(cora_dataset):
     assert known_num_nodes("citeseer") == load_dataset("citeseer").num_nodes == 3327
     assert known_num_nodes("synthetic:nodes=600,degree=4,features=16,classes=3") == 600
     assert known_num_nodes("cora", root="/elsewhere") is None  # another copy: counted once loaded
+
+
+TRAINING_RAISES = '''
+import torch
+from torch_geometric.nn import GCNConv
+
+
+class Net(torch.nn.Module):
+    def __init__(self, in_channels, hidden, out_channels, layers):
+        super().__init__()
+        self.conv = GCNConv(in_channels, out_channels)
+
+    def forward(self, x, edge_index):
+        if torch.is_grad_enabled():  # passes the probe (no_grad), fails in a step
+            raise RuntimeError("boom in a training step")
+        return self.conv(x, edge_index)
+
+
+def build(in_channels, hidden, out_channels, layers):
+    return Net(in_channels, hidden, out_channels, layers)
+'''
+
+
+def test_a_model_that_fails_in_a_step_is_a_failed_row_not_a_crash(tmp_path, capsys, monkeypatch):
+    path = _user_module(tmp_path, monkeypatch, "usermodels_training_raises", TRAINING_RAISES)
+    assert main(["run", *SMALL, "--variants", "baseline", "--model", path]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert "failed: RuntimeError: boom in a training step (at " in captured.err
+    assert "usermodels_training_raises.py" in captured.err
+    assert "failed" in captured.out  # the table's row

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
 
@@ -556,6 +557,11 @@ def _named_failures(label: str, device: torch.device) -> Iterator[None]:
                               f"{torch.__version__} ({reason}); drop one of its "
                               f"techniques") from None
         raise GnnperfError(f"variant {label} failed: NotImplementedError ({reason})") from None
+    except Exception as exc:  # a crash in a step (a user's model, a bug): a failed row
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        raise GnnperfError(f"variant {label} failed: {type(exc).__name__}: {reason} (at "
+                           f"{frame.filename}:{frame.lineno} in {frame.name})") from exc
 
 
 def _result(spec: Variant, run: TrainingRun, dataset: Dataset, config: TrainConfig,
