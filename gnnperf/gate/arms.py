@@ -2,6 +2,7 @@
 processes that measure them: exact work metrics, and interleaved timing."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -12,7 +13,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from gnnperf import warm
 from gnnperf.measure.case import Case
@@ -30,8 +31,11 @@ class Arm:
     or torch-geometric releases). :obj:`commit` is the commit the tree holds
     (``None``: read from the tree's own git checkout, if any).
     :obj:`library` is a library under test's source tree (one commit of
-    it, exported) put first on the arm's ``PYTHONPATH``: gnnperf fixed, the
-    library's commit the arm's (``gnnperf bisect --library-repo``)."""
+    it, exported, or its working tree) put first on the arm's
+    ``PYTHONPATH``: gnnperf fixed, the library's commit the arm's
+    (``gnnperf bisect --library-repo``, and ``gnnperf gate`` in a model
+    repository; see :func:`library_arm`). :obj:`commit` is then the
+    library's commit."""
     tree: Path
     python: str = sys.executable
     label: str = ""  # what the tree is, e.g. the git ref it was exported from
@@ -73,7 +77,7 @@ def git_state(tree: Path) -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(dirty.stdout.strip())
 
 
-def _git_top(where: Path | str) -> Path | None:
+def git_top(where: Path | str) -> Path | None:
     """The git top level of :obj:`where`, or ``None`` outside a checkout."""
     proc = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"],
                           capture_output=True, text=True)
@@ -83,8 +87,15 @@ def _git_top(where: Path | str) -> Path | None:
 def gnnperf_checkout(where: Path | str = ".") -> Path | None:
     """The top of the gnnperf checkout :obj:`where` is in, or ``None`` outside
     one (no checkout, or another project's)."""
-    top = _git_top(where)
+    top = git_top(where)
     return top if top is not None and (top / "gnnperf" / "gate" / "worker.py").is_file() else None
+
+
+def is_gnnperf_tree(tree: Path | str) -> bool:
+    """Whether :obj:`tree` holds gnnperf's package with its variant registry
+    at its top (a tree the gate can run as an arm), not another project."""
+    package = Path(tree) / "gnnperf"
+    return (package / "__init__.py").is_file() and (package / "variants").is_dir()
 
 
 def installed_tree(dest: Path) -> Path:
@@ -101,11 +112,66 @@ def installed_tree(dest: Path) -> Path:
 def checkout_top(where: Path | str = ".") -> Path:
     """The git top level of :obj:`where` (as git and asv find the tree you
     stand in), or a one-line error outside a checkout."""
-    top = _git_top(where)
+    top = git_top(where)
     if top is None:
         raise GnnperfError(f"{Path(where).resolve()} is not inside a git checkout; cd into the "
                            f"checkout to gate, or give --head-dir")
     return top
+
+
+def fixed_gnnperf(dest: Path, repo: Path | str | None = None) -> Path:
+    """The gnnperf every commit of a library is measured with, copied to
+    :obj:`dest`: the working tree of the gnnperf checkout :obj:`repo` is in,
+    else of the checkout this gnnperf runs from (an editable install), else
+    the installed package (a wheel). A copy: edits to the checkout while
+    the arms run change neither arm."""
+    top = (gnnperf_checkout(repo) if repo is not None else None) or gnnperf_checkout(
+        Path(__file__).resolve().parent)
+    if top is None:
+        return installed_tree(dest)
+    dest.mkdir(parents=True)
+    return copy_tree(top, dest)
+
+
+def library_arm(fixed: Path, source: Path, subdir: str, python: str, label: str,
+                commit: str | None = None) -> Arm:
+    r"""An arm measuring a library's tree with gnnperf fixed: :obj:`subdir`
+    of :obj:`source` (one commit of the library, exported, or its working
+    tree) goes first on the arm's ``PYTHONPATH``, the gnnperf tree
+    :obj:`fixed` (:func:`fixed_gnnperf`) is the same for every arm.
+
+    Args:
+        fixed (Path): The gnnperf tree both arms run.
+        source (Path): The library's tree of the arm's commit.
+        subdir (str): The folder of :obj:`source` that holds the package
+            (``""``: its top).
+        python (str): The arm's interpreter.
+        label (str): What the tree is (the ref it was exported from).
+        commit (str, optional): The commit :obj:`source` holds (``None``: a
+            working tree, its checkout read by the probe).
+    """
+    library = source / subdir
+    if not library.is_dir():
+        where = f"{label} ({commit[:12]})" if commit else str(source)
+        raise GnnperfError(f"--library-subdir {subdir!r} is not a folder at {where}; give "
+                           f"the folder that holds the package (e.g. src), or none")
+    return Arm(fixed, python, label, commit, library=library)
+
+
+@contextlib.contextmanager
+def first_on_path(folder: Path | None) -> Iterator[None]:
+    """:obj:`folder` first on this process's ``sys.path`` for the block
+    (nothing with ``None``): a library arm's modules imported here as its
+    workers import them, and the path left as it was after."""
+    if folder is None:
+        yield
+        return
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(folder))
 
 
 @dataclass
@@ -113,7 +179,8 @@ class ArmProbe:
     """What an arm is: its tree's commit and state, its gnnperf version, its
     interpreter's Python, torch and PyG versions, its registry's standard
     variants and, per name asked about, the registry's spelling (``None``:
-    unknown there)."""
+    unknown there). For a library arm (:obj:`gnnperf_fixed`) the tree,
+    commit and state are the library's, gnnperf the same in both arms."""
     tree: str
     label: str
     commit: str | None
@@ -125,29 +192,37 @@ class ArmProbe:
     standard_variants: list[str]
     known: dict[str, str | None]
     gnnperf: str = "unknown"
+    gnnperf_fixed: bool = False
 
     def headline(self) -> str:
         state = "" if self.dirty is None else " (dirty)" if self.dirty else " (clean)"
         where = (f"{self.tree} at {(self.commit or 'no commit')[:12]}{state}"
                  if self.commit is not None or self.dirty is not None else self.tree)
         label = f"{self.label} " if self.label else ""
-        return (f"{label}{where}; gnnperf {self.gnnperf}, Python {self.python} "
+        fixed = " (fixed)" if self.gnnperf_fixed else ""
+        return (f"{label}{where}; gnnperf {self.gnnperf}{fixed}, Python {self.python} "
                 f"({self.interpreter}), torch {self.torch}, torch_geometric "
                 f"{self.torch_geometric}")
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in (
+        found = {k: getattr(self, k) for k in (
             "tree", "label", "commit", "dirty", "gnnperf", "python", "interpreter", "torch",
             "torch_geometric")}
+        if self.gnnperf_fixed:  # only a library arm says so: a gnnperf tree's report is as it was
+            found["gnnperf_fixed"] = True
+        return found
 
 
 def _arm_probe(arm: Arm, found: dict) -> ArmProbe:
-    commit, dirty = git_state(arm.tree)
+    tree = arm.tree if arm.library is None else arm.library
+    # A library's working tree may be a folder of its checkout (src/): its
+    # state is the checkout's.
+    commit, dirty = git_state(tree if arm.library is None else git_top(tree) or tree)
     if arm.commit is not None:  # an exported ref: the files are exactly that commit
         commit, dirty = arm.commit, False
-    return ArmProbe(str(arm.tree), arm.label, commit, dirty, found["python"], arm.python,
+    return ArmProbe(str(tree), arm.label, commit, dirty, found["python"], arm.python,
                     found["torch"], found["torch_geometric"], found["standard_variants"],
-                    found["known"], found.get("gnnperf", "unknown"))
+                    found["known"], found.get("gnnperf", "unknown"), arm.library is not None)
 
 
 def _registry_error(arm: Arm, stderr: str) -> GnnperfError:

@@ -95,7 +95,7 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
     options = options or GateOptions()
     with tempfile.TemporaryDirectory(prefix="gnnperf-bisect-") as tmp:
         trees: dict[str, Path] = {}
-        fixed = (_fixed_gnnperf(Path(tmp) / "gnnperf", repo)
+        fixed = (arm_runner.fixed_gnnperf(Path(tmp) / "gnnperf", repo)
                  if library_repo is not None else None)
 
         def export(commit: str) -> Path:
@@ -106,11 +106,8 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
         def arm(commit: str, python: str) -> Arm:
             if fixed is None:
                 return Arm(export(commit), python)
-            library = export(commit) / library_subdir
-            if not library.is_dir():
-                raise GnnperfError(f"--library-subdir {library_subdir!r} is not a folder at "
-                                   f"{commit[:12]} of {repo_path}")
-            return Arm(fixed, python, f"library {commit[:12]}", library=library)
+            return arm_runner.library_arm(fixed, export(commit), library_subdir, python,
+                                          f"library {commit[:12]}", commit)
 
         if options.base_python != options.head_python:
             raise GnnperfError("bisect runs every commit under one Python; give one --python")
@@ -133,17 +130,6 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
         if metric == "time":
             return _bisect_time(chain, case, options, arm, probe, log, repo_path)
         return _bisect_work(chain, case, metric, arm, log, repo_path, options.head_python)
-
-
-def _fixed_gnnperf(dest: Path, repo: str) -> Path:
-    """The gnnperf every library commit is measured with: this checkout's
-    working tree as it is (or the installed package outside a checkout)."""
-    top = arm_runner.gnnperf_checkout(repo) or arm_runner.gnnperf_checkout(
-        Path(__file__).resolve().parent)
-    if top is None:
-        return arm_runner.installed_tree(dest)
-    dest.mkdir(parents=True)
-    return arm_runner.copy_tree(top, dest)
 
 
 def _subject(repo: Path, commit: str) -> str:

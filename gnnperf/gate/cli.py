@@ -63,8 +63,13 @@ def add_parsers(sub) -> None:
     where.add_argument("--base-dir", help="a checkout to use as the base instead of a ref")
     gate.add_argument("--head-dir",
                       help="the tree under test (default: the git checkout you stand in, "
-                           "its top level)")
-    gate.add_argument("--variants", help="comma-separated (default: the head tree's standard ones)")
+                           "its top level); a model repository's (not gnnperf's): its base "
+                           "ref and working tree are the arms, gnnperf fixed")
+    gate.add_argument("--library-subdir", default="",
+                      help="in a model repository, the folder that holds its package "
+                           "(e.g. src; default: the top)")
+    gate.add_argument("--variants", help="comma-separated (default: the head tree's standard "
+                                         "ones; in a model repository, the installed gnnperf's)")
     gate.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
                       help="comma-separated datasets every variant trains on (cases "
                            "variant@dataset; names as gnnperf run --dataset takes)")
@@ -180,21 +185,26 @@ def _cases(text: str, check_variant: bool = True, check_model: bool = True) -> C
 def gate_command(args: argparse.Namespace) -> int:
     from gnnperf.models import parse_models
     from gnnperf.data import split_datasets
-    from gnnperf.gate.compare import GateOptions, default_head_dir, run_gate
+    from gnnperf.gate.arms import first_on_path
+    from gnnperf.gate.compare import GateOptions, default_head_dir, head_library, run_gate
     from gnnperf.io import write_atomic
 
     for path, option in ((args.json, "--json"), (args.markdown, "--markdown")):
         if path is not None and not path.parent.resolve().is_dir():
             raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist")
+    head_dir = (str(Path(args.head_dir).resolve()) if args.head_dir else default_head_dir(
+        args.base, args.base_dir, args.base_python, args.head_python))
+    # In a model repository its model by import path is the head's: read as the head arm reads it.
+    with first_on_path(head_library(head_dir, args.library_subdir)):
+        models = tuple(parse_models(args.models))
     options = GateOptions(
-        base=args.base, base_dir=args.base_dir,
-        head_dir=(str(Path(args.head_dir).resolve()) if args.head_dir else default_head_dir(
-            args.base, args.base_dir, args.base_python, args.head_python)),
+        base=args.base, base_dir=args.base_dir, head_dir=head_dir,
+        library_subdir=args.library_subdir,
         base_python=args.base_python, head_python=args.head_python,
         variants=[v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants else None,
         datasets=split_datasets(args.datasets),
-        models=tuple(parse_models(args.models)),
+        models=models,
         processes=args.processes, max_processes=args.max_processes, rounds=args.rounds,
         sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,

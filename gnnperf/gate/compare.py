@@ -1,6 +1,7 @@
 """One gate run: the arms set up, the exact work gate, the time gate, the report."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,15 +23,26 @@ from gnnperf.gate.work import compare_work
 class GateOptions:
     r"""What one gate run compares and how.
 
+    In a gnnperf tree the arms are two gnnperf trees. When :obj:`head_dir`
+    is another project's tree (a model repository: :obj:`library`), the arms
+    are two commits of it with gnnperf fixed, as ``gnnperf bisect
+    --library-repo`` runs a library's commits: each arm puts its commit's
+    tree (:obj:`library_subdir` of it) first on the path and runs the
+    installed gnnperf, so a model by import path is each commit's own.
+
     Args:
         base (str): git ref of the base tree (default ``HEAD``; with only
-            Python arms given, the head tree itself).
+            Python arms given, the head tree itself; required in a model
+            repository).
         base_dir (str): A checkout to use as the base instead of a ref.
         head_dir (str): The tree under test (the CLI's default: the git top
-            level of the current directory, :func:`default_head_dir`);
-            ``None`` for environment arms outside a gnnperf checkout: both
-            arms run a copy of the installed gnnperf.
+            level of the current directory, :func:`default_head_dir`), a
+            gnnperf tree or a model repository's; ``None`` for environment
+            arms outside a gnnperf checkout: both arms run a copy of the
+            installed gnnperf.
         repo (str): The repository :obj:`base` is read from (default: the head tree).
+        library_subdir (str): In a model repository, the folder of its tree
+            that holds the package (e.g. ``src``; default: the top).
         base_python (str), head_python (str): Interpreters of the arms
             (other virtual environments: dependency releases as arms).
         variants (list): Variants (``None``: the head tree's standard ones).
@@ -77,6 +89,7 @@ class GateOptions:
     accept_work_change: bool = False
     pin_cpus: bool = True
     cases: list[Case] = field(default_factory=list)
+    library_subdir: str = ""
 
     def validate(self) -> None:
         if self.processes < 3 or self.rounds < 3:
@@ -95,28 +108,45 @@ class GateOptions:
         for python in (self.base_python, self.head_python):
             if not Path(python).is_file():
                 raise GnnperfError(f"interpreter {python} not found; give a venv's bin/python")
-        if self.base_dir and not (Path(self.base_dir) / "gnnperf").is_dir():
-            raise GnnperfError(f"--base-dir {self.base_dir} has no gnnperf folder; give a checkout")
         if self.head_dir is None:
             if not self.environment_arms:
                 raise GnnperfError("comparing trees (--base, --base-dir) needs a gnnperf "
                                    "checkout: cd into one, or give --head-dir")
-        elif not (Path(self.head_dir) / "gnnperf").is_dir():
-            raise GnnperfError(f"--head-dir {self.head_dir} has no gnnperf folder; give a checkout")
+        # A head dir that is not a folder, a misplaced --library-subdir: one line.
+        head_library = self.head_library
+        if self.library:
+            if self.base is None and self.base_dir is None and not self.environment_arms:
+                raise GnnperfError(f"{self.head_dir} is not a gnnperf tree, so the gate compares "
+                                   f"two of its commits (gnnperf fixed); name the base, e.g. "
+                                   f"--base origin/main")
+            if self.base is not None and self.repo is None and arm_runner.git_top(
+                    self.head_dir) is None:
+                raise GnnperfError(f"{self.head_dir} is neither a gnnperf tree nor a git "
+                                   f"checkout; cd into your model repository, or give "
+                                   f"--head-dir")
+            if self.base_dir and not (Path(self.base_dir) / self.library_subdir).is_dir():
+                raise GnnperfError(f"--base-dir {self.base_dir} has no folder "
+                                   f"{self.library_subdir!r} (--library-subdir); give a "
+                                   f"checkout of the model repository")
+        elif self.base_dir and not (Path(self.base_dir) / "gnnperf").is_dir():
+            raise GnnperfError(f"--base-dir {self.base_dir} has no gnnperf folder; give a checkout")
         for name in self.datasets:
             check_dataset_name(name)
         from gnnperf.models import get_model
         from gnnperf.variants import get_variant, model_pairs
-        for name in self.models:
-            get_model(name)  # an unknown model or a failing import path: one line
-        known = []
-        for variant in self.variants or ():
-            try:
-                known.append(get_variant(variant))
-            except GnnperfError:
-                continue  # maybe only one arm knows it: the probes judge
-        # Before any worker starts: a named variant that runs with none of the models.
-        model_pairs(known, list(self.models), named=True)
+        # A model by import path in a model repository is checked as the
+        # head arm imports it: from the head's tree.
+        with arm_runner.first_on_path(head_library):
+            for name in self.models:
+                get_model(name)  # an unknown model or a failing import path: one line
+            known = []
+            for variant in self.variants or ():
+                try:
+                    known.append(get_variant(variant))
+                except GnnperfError:
+                    continue  # maybe only one arm knows it: the probes judge
+            # Before any worker starts: a named variant that runs with none of the models.
+            model_pairs(known, list(self.models), named=True)
         for case in self.cases:
             check_dataset_name(case.dataset)
 
@@ -125,6 +155,18 @@ class GateOptions:
         """Whether the arms are two environments over one tree (only
         interpreters given), not two trees."""
         return self.base is None and self.base_dir is None and self.base_python != self.head_python
+
+    @property
+    def library(self) -> bool:
+        """Whether the head is a model repository's tree, not gnnperf's: the
+        arms are then two of its commits with gnnperf fixed."""
+        return self.head_dir is not None and not arm_runner.is_gnnperf_tree(self.head_dir)
+
+    @property
+    def head_library(self) -> Path | None:
+        """What the head arm puts first on its path in a model repository
+        (see :func:`head_library`); ``None`` in a gnnperf tree."""
+        return head_library(self.head_dir, self.library_subdir)
 
     @property
     def budget(self) -> int:
@@ -154,22 +196,7 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
     Unknown names, and a run that measures nothing, are errors."""
     options.validate()
     with tempfile.TemporaryDirectory(prefix="gnnperf-gate-") as tmp:
-        if options.head_dir is None:
-            head_tree = arm_runner.installed_tree(Path(tmp) / "installed")
-            head = Arm(head_tree, options.head_python, "installed gnnperf")
-        else:
-            head_tree = Path(options.head_dir).resolve()
-            head = Arm(head_tree, options.head_python)
-        if options.base_dir:
-            base = Arm(Path(options.base_dir).resolve(), options.base_python)
-        elif options.environment_arms:
-            base = Arm(head_tree, options.base_python, head.label)  # one tree, two environments
-        else:
-            label = options.base or "HEAD"
-            repo = options.repo or head_tree
-            commit = arm_runner.resolve_commit(label, repo)
-            base = Arm(arm_runner.export_ref(commit, Path(tmp) / "base", repo),
-                       options.base_python, label, commit)
+        base, head = (_library_arms if options.library else _tree_arms)(options, Path(tmp))
         arms = {"base": base, "head": head}
         asked = options.variants or []
         # The first workers (work, else the first timing pair) are the probes.
@@ -181,13 +208,108 @@ def run_gate(options: GateOptions, log: Callable[[str], None] = lambda msg: None
                 from gnnperf.variants import get_variant
                 get_variant(unknown[0])  # the registry's own one-line error
                 raise GnnperfError(f"unknown variant {unknown[0]!r} in both arms")
-            cases = options.cases or _combining(default_cases(
-                options.variants or probes["head"].standard_variants, options.datasets,
-                options.models), log)
+            # The head's registry: in a model repository the fixed gnnperf's,
+            # the installed one's standard variants.
+            with arm_runner.first_on_path(options.head_library):
+                cases = options.cases or _combining(default_cases(
+                    options.variants or probes["head"].standard_variants, options.datasets,
+                    options.models), log)
             return compare_arms(options, arms, cases, log, probes, started)
         finally:
             for worker in started.values():  # any never given its cases
                 worker.close()
+
+
+def _tree_arms(options: GateOptions, tmp: Path) -> tuple[Arm, Arm]:
+    """The base and head arms in a gnnperf tree (or, for environment arms
+    outside one, the installed gnnperf copied to :obj:`tmp`): two gnnperf
+    trees, the base a checkout or a ref exported to :obj:`tmp`."""
+    if options.head_dir is None:
+        head_tree = arm_runner.installed_tree(tmp / "installed")
+        head = Arm(head_tree, options.head_python, "installed gnnperf")
+    else:
+        head_tree = Path(options.head_dir).resolve()
+        head = Arm(head_tree, options.head_python)
+    if options.base_dir:
+        base = Arm(Path(options.base_dir).resolve(), options.base_python)
+    elif options.environment_arms:
+        base = Arm(head_tree, options.base_python, head.label)  # one tree, two environments
+    else:
+        label = options.base or "HEAD"
+        repo = options.repo or head_tree
+        commit = arm_runner.resolve_commit(label, repo)
+        base = Arm(arm_runner.export_ref(commit, tmp / "base", repo), options.base_python,
+                   label, commit)
+    return base, head
+
+
+def head_library(head_dir: str | None, library_subdir: str = "") -> Path | None:
+    """The folder a model repository's head arm puts first on its path:
+    :obj:`library_subdir` of :obj:`head_dir` when that is not a gnnperf tree
+    (``None`` in a gnnperf tree, or without a head tree); a one-line error
+    for a subfolder that is not there, or one given in a gnnperf tree."""
+    if head_dir is not None and not Path(head_dir).is_dir():
+        raise GnnperfError(f"--head-dir {head_dir} is not a folder; give a checkout")
+    if head_dir is None or arm_runner.is_gnnperf_tree(head_dir):
+        if library_subdir:
+            raise GnnperfError("--library-subdir applies in a model repository (a tree that "
+                               "is not gnnperf's); drop it, or cd into that repository")
+        return None
+    library = Path(head_dir).resolve() / library_subdir
+    if not library.is_dir():
+        raise GnnperfError(f"--library-subdir {library_subdir!r} is not a folder of "
+                           f"{head_dir}; give the folder that holds the package (e.g. src)")
+    return library
+
+
+def _library_arms(options: GateOptions, tmp: Path) -> tuple[Arm, Arm]:
+    """The base and head arms in a model repository: its base ref (exported
+    to :obj:`tmp`, or :obj:`~GateOptions.base_dir`) and its working tree,
+    each first on the path of an arm running the installed gnnperf, fixed
+    (one copy, the same for both), as ``bisect --library-repo`` runs a
+    library's commits. The ref is resolved before anything is copied or
+    started."""
+    head_tree = Path(options.head_dir).resolve()
+    top = arm_runner.git_top(head_tree) or head_tree
+    repo = Path(options.repo).resolve() if options.repo else top
+    commit, label = None, ""
+    if options.base_dir:
+        base_tree = Path(options.base_dir).resolve()
+    elif options.environment_arms:
+        base_tree = head_tree  # one tree, two environments
+    else:
+        commit = _library_commit(options.base, repo)
+        label = options.base
+        # The head dir's place in its checkout, in the exported commit too.
+        base_tree = (arm_runner.export_ref(commit, tmp / "base", repo)
+                     / head_tree.relative_to(top))
+    fixed = arm_runner.fixed_gnnperf(tmp / "gnnperf")
+    head = arm_runner.library_arm(fixed, head_tree, options.library_subdir, options.head_python,
+                                  _branch(top))
+    base = arm_runner.library_arm(fixed, base_tree, options.library_subdir, options.base_python,
+                                  head.label if options.environment_arms else label, commit)
+    return base, head
+
+
+def _library_commit(ref: str, repo: Path) -> str:
+    """The commit :obj:`ref` names in the model repository :obj:`repo`, or
+    the one line that says how to name one."""
+    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
+                           f"{ref}^{{commit}}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GnnperfError(f"--base {ref}: no such commit, branch or tag in {repo}; name one "
+                           f"of its refs, e.g. --base main (a remote's branch after git fetch)")
+    return proc.stdout.strip()
+
+
+def _branch(top: Path) -> str:
+    """The branch a checkout is on (``HEAD`` when detached; ``""`` outside
+    a checkout): the head arm's name."""
+    if arm_runner.git_top(top) is None:
+        return ""
+    proc = subprocess.run(["git", "-C", str(top), "symbolic-ref", "--short", "--quiet", "HEAD"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "HEAD"
 
 
 def _combining(cases: list[Case], log: Callable[[str], None]) -> list[Case]:
@@ -239,6 +361,11 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                         "processes", "rounds", "sample_ms", "clock", "threshold", "alpha",
                         "pin_cpus")} | {"max_processes": options.budget}}
     text = [f"{name}: {probe.headline()}" for name, probe in probes.items()]
+    fixed = {probe.gnnperf for probe in probes.values() if probe.gnnperf_fixed}
+    if fixed:  # the arms are a library's commits: say what does not change
+        text.insert(0, f"gnnperf {', '.join(sorted(fixed))} fixed in both arms; each arm "
+                       f"puts its commit's tree first on the path (a model by import path is "
+                       f"that commit's)")
     states: dict[str, dict[str, dict]] = {}  # case -> arm -> status of a case not measured
     measured: set[str] = set()
     if options.work_gate:
@@ -341,7 +468,9 @@ def default_head_dir(base: str | None, base_dir: str | None, base_python: str,
                      head_python: str) -> str | None:
     """The head tree when none is given: the gnnperf checkout the current
     directory is in; outside one, for environment arms, ``None`` (the
-    installed gnnperf); else the one-line error that trees need git."""
+    installed gnnperf); else the top of the git checkout you stand in (a
+    model repository: the gate then compares its commits, gnnperf fixed),
+    or the one-line error that trees need git."""
     from gnnperf.gate.arms import checkout_top, gnnperf_checkout
 
     top = gnnperf_checkout()

@@ -61,8 +61,10 @@ def _arm_line(arm) -> str:
         return f"`{arm}`"
     state = "" if arm.get("dirty") is None else " (dirty)" if arm["dirty"] else " (clean)"
     label = f"{arm['label']} " if arm.get("label") else ""
+    # A model repository's commit: gnnperf is the same in both arms.
+    fixed = f"gnnperf {arm['gnnperf']} (fixed), " if arm.get("gnnperf_fixed") else ""
     return (f"{label}`{arm['tree']}` at `{(arm.get('commit') or 'no commit')[:12]}`{state}, "
-            f"Python {arm['python']}, torch {arm['torch']}, torch_geometric "
+            f"{fixed}Python {arm['python']}, torch {arm['torch']}, torch_geometric "
             f"{arm['torch_geometric']}")
 
 
