@@ -13,18 +13,31 @@ the library under test cannot move it; a torch upgrade can (the ratio then
 moves with torch's change to both). An edit of the reference changes every
 value of the figure: raise ``TrainStepOverReference.version`` with it, so
 asv starts a new history instead of reading the edit as a change point.
+
+What the ratio cancels, it cannot see: a commit that starts a thread
+burning CPU beside the step, or leaves a process-wide mode on (anomaly
+detection, the autograd profiler, deterministic algorithms, grad mode off,
+more intra-op threads), slows the reference as it slows the step, and the
+ratio reads as before. :class:`EnvironmentGuard` checks for those around
+the timed blocks and fails the figure naming what it found
+(:class:`EnvironmentNotClean`): asv then records no value at that commit,
+and ``gnnperf history`` reports the gap.
 """
 from __future__ import annotations
 
 import random
 import statistics
+import sys
+import threading
+import time
 import warnings
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from .suite import CASES
+from .suite import CASES, THREADS
 
 #: Cora's shape: nodes, directed edges, features, hidden units, classes.
 NODES, EDGES, FEATURES, HIDDEN, CLASSES = 2708, 10556, 1433, 16, 7
@@ -134,8 +147,8 @@ def reference_for(variant: str, device: torch.device) -> ReferenceStep:
 
 
 def step_over_reference(step: Callable[[], object], reference: Callable[[], object],
-                        device: torch.device, rounds: int = 30, block_s: float = 0.012
-                        ) -> float:
+                        device: torch.device, rounds: int = 30, block_s: float = 0.012,
+                        cpu: CpuAccount | None = None) -> float:
     """The median over :obj:`rounds` of (seconds per :obj:`step`) / (seconds
     per :obj:`reference`), each round one block of each (about
     :obj:`block_s` apiece), the first of the two alternating from round to
@@ -143,12 +156,17 @@ def step_over_reference(step: Callable[[], object], reference: Callable[[], obje
     suite's one clock (``gnnperf/measure/case.py``'s ``clocked``,
     synchronised on a GPU): its CPU time on a CPU, where another job's load
     stretches wall time but not the work; its wall time on a GPU, whose
-    work the host's CPU time does not see."""
+    work the host's CPU time does not see. :obj:`cpu`, where given, adds up
+    every block's CPU time of this thread and of the whole process
+    (:class:`EnvironmentGuard` reads it)."""
     def seconds(fn: Callable[[], object], calls: int) -> float:
         def block() -> None:
             for _ in range(calls):
                 fn()
+        thread_start, process_start = time.thread_time(), time.process_time()
         clock = CASES.clocked(block, device)
+        if cpu is not None:
+            cpu.add(time.thread_time() - thread_start, time.process_time() - process_start)
         # A clock coarser than the block reads 0: never a division by it.
         return max(clock.cpu if device.type == "cpu" else clock.wall, 1e-9) / calls
 
@@ -166,6 +184,180 @@ def step_over_reference(step: Callable[[], object], reference: Callable[[], obje
             per_step = seconds(step, step_calls)
             ratios.append(per_step / seconds(reference, reference_calls))
     return statistics.median(ratios)
+
+
+#: The share of the process's CPU time over the timed blocks that threads
+#: other than the timing one may use before the figure fails: a clean step
+#: and reference run on the timing thread alone (torch's one intra-op
+#: thread is the caller's) and read 0.00% on the project's 2-vCPU machine,
+#: where a thread spinning beside them read 54-65% (and the ratio moved by
+#: under 4%: it cancelled the slowdown).
+BACKGROUND_CPU_TOLERANCE = 0.02
+
+
+class EnvironmentNotClean(RuntimeError):
+    """The process a figure was timed in is not in the suite's clean state
+    (:class:`EnvironmentGuard`): a failure, never asv's n/a."""
+
+
+@dataclass
+class CpuAccount:
+    r"""CPU seconds over the timed blocks: the timing thread's own
+    (:func:`time.thread_time`) and the whole process's
+    (:func:`time.process_time`). A thread burning CPU beside the timed one
+    makes the second exceed the first.
+
+    Args:
+        thread_s (float, optional): The timing thread's CPU seconds.
+            (default: :obj:`0.0`)
+        process_s (float, optional): The process's CPU seconds, every
+            thread's. (default: :obj:`0.0`)
+    """
+    thread_s: float = 0.0
+    process_s: float = 0.0
+
+    def add(self, thread_s: float, process_s: float) -> None:
+        """Adds one timed block's CPU seconds."""
+        self.thread_s += thread_s
+        self.process_s += process_s
+
+    @property
+    def background_share(self) -> float:
+        """The share of the process's CPU time that other threads used; 0
+        before anything was timed."""
+        if self.process_s <= 0:
+            return 0.0
+        return max(0.0, (self.process_s - self.thread_s) / self.process_s)
+
+
+def _function_modes() -> int:
+    from torch.overrides import _get_current_function_mode_stack
+    return len(_get_current_function_mode_stack())
+
+
+def _dispatch_modes() -> int:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    return len(_get_current_dispatch_mode_stack())
+
+
+def _autocast(device: torch.device) -> bool:
+    try:
+        return torch.is_autocast_enabled(device.type)
+    except TypeError:  # torch < 2.4 takes no device: the CPU's and CUDA's apart
+        return (torch.is_autocast_cpu_enabled() if device.type == "cpu"
+                else torch.is_autocast_enabled())
+
+
+#: The process-wide modes that change how fast every torch computation runs,
+#: the reference's with the step's: the call that reads each (its name in a
+#: finding), how, and its value in the suite's clean state.
+MODES: tuple[tuple[str, Callable[[torch.device], object], object], ...] = (
+    ("torch.is_grad_enabled()", lambda d: torch.is_grad_enabled(), True),
+    ("torch.is_inference_mode_enabled()", lambda d: torch.is_inference_mode_enabled(), False),
+    ("torch.is_anomaly_enabled()", lambda d: torch.is_anomaly_enabled(), False),
+    ("torch.autograd._profiler_enabled()", lambda d: torch.autograd._profiler_enabled(), False),
+    ("torch.are_deterministic_algorithms_enabled()",
+     lambda d: torch.are_deterministic_algorithms_enabled(), False),
+    ("torch.get_num_threads()", lambda d: torch.get_num_threads(), THREADS),
+    ("torch.get_default_dtype()", lambda d: torch.get_default_dtype(), torch.float32),
+    ("torch.get_float32_matmul_precision()",
+     lambda d: torch.get_float32_matmul_precision(), "highest"),
+    ("torch.is_autocast_enabled(device)", _autocast, False),
+    ("torch function modes active", lambda d: _function_modes(), 0),
+    ("torch dispatch modes active", lambda d: _dispatch_modes(), 0),
+    ("a Python tracer (sys.gettrace())", lambda d: sys.gettrace() is not None, False),
+    ("a Python profiler (sys.getprofile())", lambda d: sys.getprofile() is not None, False),
+)
+
+
+def global_modes(device: torch.device) -> dict[str, object]:
+    """A snapshot of :data:`MODES` on :obj:`device`: name -> value; a mode
+    this torch cannot read is ``"unreadable"`` (named, never guessed)."""
+    out = {}
+    for name, read, _ in MODES:
+        try:
+            out[name] = read(device)
+        except (AttributeError, ImportError):  # an older torch without the call
+            out[name] = "unreadable"
+    return out
+
+
+class EnvironmentGuard:
+    r"""What the step over the reference cannot see, checked around its
+    timed blocks. The ratio cancels whatever slows the step and the
+    reference alike, so a commit that starts a thread burning CPU beside the
+    step, or leaves a process-wide mode on, would read as no change while
+    every user's step pays for it. Made where asv's ``setup`` begins, before
+    the commit's code builds anything, so the threads alive then are the
+    harness's; a thread the commit starts earlier (at import, under asv's
+    spawn launch) is seen by the CPU it takes.
+
+    It finds, each named in :meth:`findings`:
+
+    * other threads' share of the process's CPU time over the timed blocks
+      (:attr:`cpu`) past :data:`BACKGROUND_CPU_TOLERANCE`;
+    * Python threads alive that were not when the guard was made
+      (:func:`threading.enumerate`);
+    * a mode of :data:`MODES` (torch's intra-op threads among them) off its
+      clean value.
+    """
+
+    def __init__(self):
+        self.threads_at_start = set(threading.enumerate())
+        self.cpu = CpuAccount()
+
+    def new_threads(self) -> list[threading.Thread]:
+        """The Python threads alive now that were not when the guard was made."""
+        return [t for t in threading.enumerate() if t not in self.threads_at_start]
+
+    def record(self, device: torch.device) -> dict[str, object]:
+        """What the guard reads now: the CPU seconds over the timed blocks
+        and the background share, the thread counts and the modes."""
+        return {"thread_cpu_s": self.cpu.thread_s, "process_cpu_s": self.cpu.process_s,
+                "background_cpu_share": self.cpu.background_share,
+                "python_threads": threading.active_count(),
+                "new_python_threads": [t.name for t in self.new_threads()],
+                "modes": global_modes(device)}
+
+    def findings(self, device: torch.device, modes_only: bool = False) -> list[str]:
+        """What differs from the clean state, one phrase each; empty when
+        clean. :obj:`modes_only`: the modes alone (before any timing, when a
+        thread's CPU share is not known yet and the thread is best named
+        beside it)."""
+        found = []
+        share = self.cpu.background_share
+        if share > BACKGROUND_CPU_TOLERANCE and not modes_only:
+            found.append(f"other threads used {share:.0%} of the process's CPU time over the "
+                         f"timed blocks (process {self.cpu.process_s:.3g} s, the timing "
+                         f"thread {self.cpu.thread_s:.3g} s; tolerance "
+                         f"{BACKGROUND_CPU_TOLERANCE:.0%})")
+        started = [] if modes_only else self.new_threads()
+        if started:
+            names = ", ".join(f"{t.name!r}{' (daemon)' if t.daemon else ''}" for t in started)
+            found.append(f"{len(started)} Python thread{'s' if len(started) > 1 else ''} "
+                         f"started since setup began and still alive: {names} "
+                         f"(threading.active_count() {threading.active_count()})")
+        modes = global_modes(device)
+        for name, _, clean in MODES:
+            if modes[name] != clean:
+                found.append(f"{name} is {modes[name]!r} (clean: {clean!r})")
+        return found
+
+    def check(self, device: torch.device, what: str = "the figure",
+              modes_only: bool = False) -> None:
+        """Raises :class:`EnvironmentNotClean` naming every finding
+        (:meth:`findings`), if any; :obj:`what` names the figure. With
+        :obj:`modes_only`, only a mode fails, but the failure names every
+        finding."""
+        if modes_only and not self.findings(device, modes_only=True):
+            return
+        found = self.findings(device)
+        if found:
+            raise EnvironmentNotClean(
+                f"{what}: the process is not in the suite's clean state, and the step over "
+                "the reference would cancel what slows both, so no value is recorded: "
+                + "; ".join(found) + ". A user's step pays for it too: find the code of "
+                "this commit that starts or sets it (docs/history.md, the figure's guard)")
 
 
 def over_builds(measure: Callable[[int], float], builds: int) -> float:

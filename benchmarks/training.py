@@ -54,7 +54,15 @@ class TrainStepOverReference(base.Benchmark):
     case's kind of work (:func:`relative.reference_for`). Unitless: 1.0 is
     as fast as the reference. GCN and the history's variants only
     (:data:`profiles.HISTORY_VARIANTS`): the figure is for histories; the
-    raw step times cover the rest."""
+    raw step times cover the rest.
+
+    What slows the step and the reference alike cancels in the ratio: a
+    thread of the commit burning CPU beside the step, or a process-wide mode
+    it leaves on (:data:`relative.MODES`: anomaly detection, the autograd
+    profiler, more intra-op threads, ...). The figure fails instead, naming
+    what it found (:class:`relative.EnvironmentGuard`, checked before and
+    after each build's timing): asv records no value, and ``gnnperf
+    history`` reports the gap."""
     params = [list(PROFILE.datasets), profiles.history_variants()]
     param_names = ["dataset", "variant"]
     setup_cache = caches.training_datasets_cache
@@ -62,9 +70,22 @@ class TrainStepOverReference(base.Benchmark):
     #: Builds a value averages: one build's layout offset is the figure's
     #: largest noise between processes (docs/results.md).
     builds = 4
+    #: Rounds of a build's median, and the seconds each block of a round
+    #: aims at (:func:`relative.step_over_reference`). Not asv's ``rounds``,
+    #: which counts its processes.
+    timed_rounds = 30
+    block_s = 0.012
     # An edit of relative.ReferenceStep, of which reference a case gets, or of
-    # how a value is averaged, changes every value: raise this with it.
+    # how a value is averaged, changes every value: raise this with it. The
+    # environment guard changes none (a value it lets through is timed as
+    # before; one it stops is not recorded), so it keeps the history.
     version = "4"
+
+    def setup(self, *args):
+        # Before the commit's code builds anything: the threads alive now are
+        # the harness's (asv's one, or a test runner's).
+        self.guard = relative.EnvironmentGuard()
+        super().setup(*args)
 
     def make(self, cache, dataset, variant, fresh=False):
         # The first build here: a variant this commit lacks is n/a before any timing.
@@ -72,8 +93,14 @@ class TrainStepOverReference(base.Benchmark):
         self.reference = relative.reference_for(variant, self.device)
 
     def track_step_over_reference(self, cache, dataset, variant):
-        """The mean over :attr:`builds` builds of the median over 30 rounds
-        of one step's time over the reference's."""
+        """The mean over :attr:`builds` builds of the median over
+        :attr:`timed_rounds` rounds of one step's time over the
+        reference's; :class:`relative.EnvironmentNotClean` where the
+        process is not in the suite's clean state."""
+        # Used without asv's setup (a test): guarded from here on.
+        guard = getattr(self, "guard", None) or relative.EnvironmentGuard()
+        what = f"{type(self).__name__}({dataset}, {variant})"
+
         def one_build(index: int) -> float:
             if index:
                 # asv's teardown sees only the last build: each earlier one gets
@@ -82,8 +109,14 @@ class TrainStepOverReference(base.Benchmark):
                 self.teardown()
                 self.prep = self.reference = None
                 self.make(cache, dataset, variant, fresh=True)
-            return relative.step_over_reference(self.prep.synced_step, self.reference,
-                                                self.device)
+            # The modes before the timing too: one left on fails at once (grad
+            # mode off would otherwise fail in the step, naming nothing).
+            guard.check(self.device, what, modes_only=True)
+            ratio = relative.step_over_reference(self.prep.synced_step, self.reference,
+                                                 self.device, rounds=self.timed_rounds,
+                                                 block_s=self.block_s, cpu=guard.cpu)
+            guard.check(self.device, what)
+            return ratio
         return relative.over_builds(one_build, self.builds)
 
     track_step_over_reference.unit = "ratio"

@@ -94,3 +94,137 @@ def test_train_step(benchmark, bench_data, variant, dataset):
         assert work.recompiles == 0, "a compiled variant recompiled on a repeated batch"
     else:
         assert work.graph_breaks is None and work.recompiles is None
+
+
+# ------------------------------------------- the history figure's environment guard
+# The asv benchmark class itself, in this process: a real Cora step against
+# the real reference, its timing cut to a few rounds of small blocks.
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cora_cache(tmp_path_factory, cora):
+    """What the suite's ``setup_cache`` hands a benchmark: dataset -> a file."""
+    path = tmp_path_factory.mktemp("asv-cache") / "cora.pt"
+    torch.save(load_dataset("cora"), path)
+    return {"cora": str(path)}
+
+
+@pytest.fixture
+def figure(monkeypatch):
+    """``TrainStepOverReference`` with one build of three rounds, and
+    whatever a test turns on undone after it: torch's modes and threads,
+    and every thread it started stopped."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import caches, training
+    bench = training.TrainStepOverReference()
+    bench.builds, bench.timed_rounds, bench.block_s = 1, 3, 0.004
+    stop = threading.Event()
+    threads = torch.get_num_threads()
+    undo: list = []
+    yield bench, stop, undo
+    stop.set()
+    for action in reversed(undo):
+        action()
+    torch.set_grad_enabled(True)
+    torch.autograd.set_detect_anomaly(False)
+    torch.use_deterministic_algorithms(False)
+    torch.set_num_threads(threads)
+    caches._RUNS.clear()
+
+
+def _spinning(stop: threading.Event) -> None:
+    while not stop.is_set():  # pure Python: holds the GIL between switches
+        pass
+
+
+def _computing(stop: threading.Event) -> None:
+    a = torch.randn(256, 256)
+    while not stop.is_set():  # torch ops: the GIL released inside each
+        a @ a
+
+
+def _idle(stop: threading.Event) -> None:
+    stop.wait()
+
+
+def test_the_history_figure_records_the_guards_readings_when_clean(figure, cora_cache):
+    bench, _, _ = figure
+    bench.setup(cora_cache, "cora", "baseline")
+    ratio = bench.track_step_over_reference(cora_cache, "cora", "baseline")
+    assert 0.1 < ratio < 10
+    record = bench.guard.record(bench.device)
+    assert record["process_cpu_s"] > 0 and record["thread_cpu_s"] > 0
+    assert record["background_cpu_share"] < 0.02 and record["new_python_threads"] == []
+    assert bench.guard.findings(bench.device) == []
+
+
+# name -> (what it does to the process, in setup unless named "before setup";
+# what the failure must name)
+INJECTED = {
+    "spinning thread in setup": ("spin", "of the process's CPU time"),
+    "torch thread in setup": ("ops", "of the process's CPU time"),
+    # Started before setup (as at import under asv's spawn launch): the
+    # guard's thread list holds it, only the CPU it takes shows it.
+    "spinning thread before setup": ("spin-early", "of the process's CPU time"),
+    "idle thread in setup": ("idle", "started since setup began"),
+    "anomaly detection": (lambda: torch.autograd.set_detect_anomaly(True),
+                          "torch.is_anomaly_enabled() is True"),
+    "grad mode off": (lambda: torch.set_grad_enabled(False), "torch.is_grad_enabled() is False"),
+    "deterministic algorithms": (lambda: torch.use_deterministic_algorithms(True),
+                                 "torch.are_deterministic_algorithms_enabled() is True"),
+    "more intra-op threads": (lambda: torch.set_num_threads(2),
+                              "torch.get_num_threads() is 2 (clean: 1)"),
+    "autograd profiler": ("profiler", "torch.autograd._profiler_enabled() is True"),
+}
+
+
+@pytest.mark.parametrize("name", list(INJECTED))
+def test_the_history_figure_fails_naming_a_background_thread_or_a_global_mode(
+        figure, cora_cache, monkeypatch, name):
+    """Each of these slows the step and the reference alike, so the ratio
+    cancels it (a spinning thread moved it by under 4% while taking over
+    half the process's CPU): the figure fails instead, naming it, and asv
+    records no value."""
+    bench, stop, undo = figure
+    from benchmarks import caches
+    inject, named = INJECTED[name]
+    targets = {"spin": _spinning, "spin-early": _spinning, "ops": _computing, "idle": _idle}
+
+    def start_thread() -> None:
+        thread = threading.Thread(target=targets[inject], args=(stop,), daemon=True,
+                                  name=f"injected-{inject}")
+        thread.start()
+        undo.append(thread.join)
+
+    def in_setup() -> None:
+        if inject == "profiler":
+            profiler = torch.autograd.profiler.profile()
+            profiler.__enter__()
+            undo.append(lambda: profiler.__exit__(None, None, None))
+        elif isinstance(inject, str):
+            start_thread()
+        else:
+            inject()
+
+    prepared = caches.prepared
+
+    def prepared_then_injected(*args, **kwargs):
+        prep = prepared(*args, **kwargs)  # the warm-up step ran clean
+        if inject != "spin-early":
+            in_setup()
+        return prep
+
+    monkeypatch.setattr(caches, "prepared", prepared_then_injected)
+    if inject == "spin-early":
+        start_thread()
+    bench.setup(cora_cache, "cora", "baseline")
+    with pytest.raises(RuntimeError, match="not in the suite's clean state") as failed:
+        bench.track_step_over_reference(cora_cache, "cora", "baseline")
+    assert type(failed.value).__name__ == "EnvironmentNotClean"  # a failure, not asv's n/a
+    message = str(failed.value)
+    assert named in message and "TrainStepOverReference(cora, baseline)" in message, message
+    assert "\n" not in message

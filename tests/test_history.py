@@ -1,5 +1,7 @@
-"""``gnnperf history`` (issue 49): change points across asv's results, on
-known synthetic series and a hand-made asv results folder."""
+"""``gnnperf history``: change points across asv's results, on known
+synthetic series and a hand-made asv results folder; the gaps a failed
+benchmark leaves; and ``--confirm``, the gate at an alert's commit, on a
+scratch git repository of gnnperf with an injected extra op."""
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +18,7 @@ import scipy.stats  # noqa: F401
 pytest.importorskip("ruptures", reason="pip install ruptures (gnnperf's bench extra)")
 
 from gnnperf.cli import main
+from gnnperf.errors import GnnperfError
 from gnnperf.gate import history
 from gnnperf.gate.history import HistoryTooShort, find_changes, read_asv_results
 
@@ -90,7 +93,8 @@ def _write_results(root, commits: list[str], baseline: list[float], sampled: lis
                    relative: list[float] | None = None) -> None:
     """asv's results folder as asv 0.6 writes it: benchmarks.json, one
     machine folder with machine.json and one file per commit; with
-    :obj:`relative`, baseline@cora's step over the reference too."""
+    :obj:`relative`, baseline@cora's step over the reference too (``None``
+    where it failed: asv writes null, NaN being its n/a)."""
     params = [["'cora'"], ["'baseline'", "'sampled'"], ["'gcn'"]]
     root.mkdir(parents=True, exist_ok=True)
     benchmarks = {
@@ -116,7 +120,9 @@ def _write_results(root, commits: list[str], baseline: list[float], sampled: lis
         work_row = [[aten[i], 97], params[:2], "w1", date, 0.3]
         rows = {BENCH: time_row, WORK: work_row}
         if relative is not None:
-            rows[RELATIVE] = [[relative[i]], [["'cora'"], ["'baseline'"]], "3", date, 5.0]
+            # asv compresses a row whose every combination failed to a null result.
+            result = None if relative[i] is None else [relative[i]]
+            rows[RELATIVE] = [result, [["'cora'"], ["'baseline'"]], "3", date, 5.0]
         (folder / f"{commit[-8:]}-env.json").write_text(json.dumps({
             "commit_hash": commit, "env_name": "env", "date": date, "params": {"machine": machine},
             "python": "3.11", "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
@@ -137,7 +143,7 @@ def _stepped(n: int = 24, at: int = 12, size: float = 1.10) -> tuple[list[float]
 def test_reader_makes_a_series_per_parameter_combination(tmp_path):
     commits = _commits(10)
     baseline, sampled = _stepped(10)
-    sampled[3] = float("nan")  # failed at that commit: no point, not a zero
+    sampled[3] = float("nan")  # n/a at that commit (asv's NaN): no point, not a zero
     _write_results(tmp_path, commits, baseline, sampled, [98] * 10)
     results = read_asv_results(tmp_path, repo=None)
     assert results.machine == "ci" and results.order == "date"
@@ -172,7 +178,6 @@ def test_reader_follows_git_order_over_dates(tmp_path):
 
 
 def test_reader_refuses_what_is_not_a_results_folder(tmp_path):
-    from gnnperf.errors import GnnperfError
     with pytest.raises(GnnperfError, match="no such folder"):
         read_asv_results(tmp_path / "absent")
     (tmp_path / "a").mkdir()
@@ -300,3 +305,254 @@ def test_the_study_reads_several_pools_of_a_case_in_the_order_given(tmp_path):
     first.write_text(json.dumps({"figure": "relative", "cases": {}}))
     with pytest.raises(SystemExit, match="another figure or machine"):
         study.read_pools([first, raw])
+
+
+# ------------------------------------------------- inconclusive rises and gaps
+
+def _noisy_rise() -> list[float]:
+    """A figure flat at 1% noise, then five values jumping between +60% and
+    -5%: the detector marks a rise at the last three, whose own 95%
+    interval reaches far below no change (a noisy raw history's alert)."""
+    flat = [float(v) for v in _noise(19, seed=8) * 1.85]
+    return flat + [1.85 * x for x in (1.6, 1.0, 1.7, 0.95, 1.65)]
+
+
+def test_a_rise_whose_interval_reaches_no_change_is_inconclusive_and_does_not_fail(
+        tmp_path, capsys):
+    figure = _noisy_rise()
+    commits = _commits(len(figure))
+    baseline, sampled = _stepped(len(figure), at=len(figure))
+    _write_results(tmp_path, commits, baseline, sampled, [98] * len(figure), relative=figure)
+    out_json = tmp_path / "h.json"
+    code = main(["history", "--results", str(tmp_path), "--repo", str(tmp_path),
+                 "--json", str(out_json)])
+    text = capsys.readouterr().out
+    [change] = json.loads(out_json.read_text())["changes"]
+    [moved] = change["series"]
+    assert moved["ratio"] > 1.03 and moved["ci_low"] < 1 < moved["ci_high"]  # a rise, unsure
+    assert code == 0, text
+    assert "inconclusive at" in text and "REGRESSION" not in text
+    assert "its 95% interval reaches no change" in text
+    assert change["verdict"] == "inconclusive" and not change["fails"]
+
+
+def test_a_failed_figure_is_a_gap_and_fails_while_it_is_the_newest(tmp_path, capsys):
+    """asv records a failure (the figure's environment guard, a crash) as
+    null: a gap the history names with the commits, not a missing point it
+    skips in silence; failing at the newest commits, it fails the history."""
+    figure: list = [float(v) for v in _noise(24, seed=7) * 1.85]
+    figure[10] = figure[11] = None  # failed, then fixed
+    commits = _commits(24)
+    baseline, sampled = _stepped(24, at=24)
+    _write_results(tmp_path / "past", commits, baseline, sampled, [98] * 24, relative=figure)
+    assert main(["history", "--results", str(tmp_path / "past"), "--repo", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert (f"gap: {RELATIVE}('cora', 'baseline'): asv recorded a failure at "
+            f"{commits[10][:10]} (commit 11 of 24), {commits[11][:10]} (commit 12 of 24)") in text
+    assert "environment guard" in text and "no regression past +3%" in text
+    figure[21:] = [None] * 3  # failing since commit 22: nothing says the newest are fine
+    _write_results(tmp_path / "now", commits, baseline, sampled, [98] * 24, relative=figure)
+    out_json = tmp_path / "h.json"
+    assert main(["history", "--results", str(tmp_path / "now"), "--repo", str(tmp_path),
+                 "--json", str(out_json)]) == 1
+    text = capsys.readouterr().out
+    assert f"FAILED: {RELATIVE}('cora', 'baseline') has no value at its newest commits" in text
+    assert "1 series failing at its newest commits" in text
+    [gap] = json.loads(out_json.read_text())["gaps"]
+    assert gap["current"] and gap["failed"] == [commits[i] for i in (10, 11, 21, 22, 23)]
+
+
+# ------------------------------------------------------------------- --confirm
+# A scratch git repository of this checkout: GOOD, then commits, the
+# EXTRA_OP_AT-th adding one tensor op to every training step
+# (gnnperf.gate.faults): the work gate sees it whatever the machine's load.
+SCRATCH_COMMITS, EXTRA_OP_AT = 9, 5
+
+
+@pytest.fixture(scope="module")
+def scratch_repo(tmp_path_factory):
+    import os
+    from pathlib import Path
+
+    from gnnperf import gate
+    from gnnperf.gate import faults
+    root = Path(__file__).resolve().parents[1]
+    repo = gate.copy_tree(root, tmp_path_factory.mktemp("history") / "repo")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "good")
+    commits = [git("rev-parse", "HEAD")]
+    for n in range(1, SCRATCH_COMMITS + 1):
+        subject = f"commit {n}"
+        if n == EXTRA_OP_AT:
+            faults.inject(repo, "extra-op")
+            subject += ": one more op per step"
+        with open(repo / "NOTES", "a") as notes:
+            notes.write(f"{n}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", subject)
+        commits.append(git("rev-parse", "HEAD"))
+    return repo, commits
+
+
+def _scratch_results(root, commits: list[str], step_at: int | None):
+    """asv results of :obj:`commits`: the history figure +10% from
+    :obj:`step_at` on (with one more ATen call a step), or flat (None)."""
+    n = len(commits)
+    at = n if step_at is None else step_at
+    figure = [float(v) * (1.10 if i >= at else 1.0) for i, v in
+              enumerate(_noise(n, seed=9) * 1.85)]
+    baseline, sampled = _stepped(n, at=n)
+    _write_results(root, commits, baseline, sampled, [98] * at + [99] * (n - at),
+                   relative=figure)
+    return root
+
+
+def test_confirm_names_the_culprit_the_gates_reading_the_ops_and_the_command(
+        scratch_repo, tmp_path, capsys):
+    """A real injected step, confirmed by the gate at its commit against
+    its parent (baseline@cora, 3 pairs of 5 rounds, no adaptive pairs): the
+    work gate sees the extra op whatever the time gate reads."""
+    repo, commits = scratch_repo
+    results = _scratch_results(tmp_path / "results", commits, EXTRA_OP_AT)
+    out_md, out_json = tmp_path / "issue.md", tmp_path / "h.json"
+    code = main(["history", "--results", str(results), "--repo", str(repo), "--confirm",
+                 "--processes", "3", "--max-processes", "3", "--rounds", "5",
+                 "--markdown", str(out_md), "--json", str(out_json)])
+    text = capsys.readouterr().out
+    culprit, parent = commits[EXTRA_OP_AT], commits[EXTRA_OP_AT - 1]
+    assert code == 1, text
+    assert f"REGRESSION at {culprit[:10]}" in text
+    assert (f'confirmed by the gate at {culprit[:10]} "commit {EXTRA_OP_AT}: one more op per '
+            f'step" against {parent[:10]}') in text
+    assert "baseline@cora: time ratio" in text
+    assert "work metrics changed: aten_ops" in text and "ATen ops changed: aten.add" in text
+    assert "the work gate: the step's work changed)" in text  # the time gate may add its own
+    assert (f"reproduce: git -C {repo} worktree add --detach /tmp/gnnperf-{culprit[:10]} "
+            f"{culprit} && gnnperf gate --base {parent} --head-dir /tmp/gnnperf-{culprit[:10]} "
+            f"--variants baseline --datasets cora --processes 3 --max-processes 3 --rounds 5 "
+            f"--threshold 0.03") in text
+    issue = out_md.read_text()
+    assert issue.index("### Confirmed regression") < issue.index("| commit | verdict")
+    assert f"* **Culprit**: `{culprit}` commit {EXTRA_OP_AT}: one more op per step" in issue
+    assert "* **Gate** `baseline@cora`: time ratio" in issue and "95% interval [" in issue
+    assert "* **ATen ops changed**: `aten.add`" in issue
+    assert f"gnnperf gate --base {parent} --head-dir" in issue
+    [change] = json.loads(out_json.read_text())["changes"]
+    confirmation = change["confirmation"]
+    assert change["fails"] and confirmation["state"] == "confirmed"
+    assert confirmation["culprit"] == culprit and confirmation["base"] == parent
+    [reading] = confirmation["cases"]
+    assert reading["case"] == "baseline@cora" and reading["ratio"] > 0 and reading["ops"]
+
+
+def test_confirm_on_an_aa_history_has_nothing_to_confirm(scratch_repo, tmp_path, capsys,
+                                                         monkeypatch):
+    from gnnperf.gate import compare
+    repo, commits = scratch_repo
+    monkeypatch.setattr(compare, "run_gate", lambda *a, **k: pytest.fail("the gate ran"))
+    results = _scratch_results(tmp_path / "results", commits, None)
+    out_md = tmp_path / "issue.md"
+    assert main(["history", "--results", str(results), "--repo", str(repo), "--confirm",
+                 "--processes", "3", "--rounds", "5", "--markdown", str(out_md)]) == 0
+    captured = capsys.readouterr()
+    assert "nothing to confirm" in captured.err and "no regression past +3%" in captured.out
+    assert "No alert was confirmed by the gate" not in out_md.read_text()  # none to confirm
+
+
+def _gate_report(case: str, verdict: str, ratio: float, ops: dict | None = None) -> dict:
+    """What run_gate reports for one case: its time verdict and work rows."""
+    rows = [{"case": case, "metric": "aten_ops", "base": 98, "head": 98 + bool(ops),
+             "same": not ops}]
+    if ops:
+        rows.append({"case": case, "metric": "op_counts", "base": None, "head": None,
+                     "same": False, "op_diff": ops})
+    return {"work": {"rows": rows}, "time": {"verdicts": [{
+        "case": case, "ratio": ratio, "ci_low": ratio - 0.02, "ci_high": ratio + 0.02,
+        "p_slower": 0.001 if verdict == "REGRESSION" else 0.4, "verdict": verdict,
+        "pairs": 3}]}}
+
+
+def test_an_alert_the_gate_does_not_see_is_unconfirmed_and_does_not_fail(
+        scratch_repo, tmp_path, capsys, monkeypatch):
+    """Scripted gate (the real one is the test above's): an A/A reading at
+    the alert's commit clears it; a gate that cannot run leaves it failing."""
+    from gnnperf.gate import compare
+    from gnnperf.gate.compare import GateResult
+    repo, commits = scratch_repo
+    gates = []
+
+    def same(options, log=None):
+        gates.append((options.base, options.cases[0].name))
+        return GateResult(False, "", _gate_report("baseline@cora", "same", 1.004))
+    monkeypatch.setattr(compare, "run_gate", same)
+    results = _scratch_results(tmp_path / "results", commits, EXTRA_OP_AT)
+    out_md = tmp_path / "issue.md"
+    assert main(["history", "--results", str(results), "--repo", str(repo), "--confirm",
+                 "--processes", "3", "--rounds", "5", "--markdown", str(out_md)]) == 0
+    text = capsys.readouterr().out
+    assert gates == [(commits[EXTRA_OP_AT - 1], "baseline@cora")]
+    assert f"unconfirmed at {commits[EXTRA_OP_AT][:10]}" in text
+    assert "unconfirmed by the gate" in text and "does not see it" in text
+    assert "no regression past +3%" in text
+    assert "No alert was confirmed by the gate." in out_md.read_text()
+
+    def broken(options, log=None):
+        raise GnnperfError("no benchmark was measured in both arms")
+    monkeypatch.setattr(compare, "run_gate", broken)
+    assert main(["history", "--results", str(results), "--repo", str(repo), "--confirm",
+                 "--processes", "3", "--rounds", "5"]) == 1
+    text = capsys.readouterr().out
+    assert f"REGRESSION at {commits[EXTRA_OP_AT][:10]}" in text
+    assert "not checked by the gate" in text and "could not check it" in text
+
+
+def test_a_change_over_several_commits_is_bisected_then_gated_at_the_culprit(
+        scratch_repo, tmp_path, capsys, monkeypatch):
+    """asv skipped the commit before the step: the gate across the two
+    commits confirms it, bisect by the work metric that moved finds the
+    commit, and the gate against its parent is the reading reported."""
+    from gnnperf.gate import bisection, compare
+    from gnnperf.gate.compare import GateResult
+    repo, commits = scratch_repo
+    culprit, parent = commits[EXTRA_OP_AT], commits[EXTRA_OP_AT - 1]
+    gates, searches = [], []
+
+    def gate(options, log=None):
+        gates.append(options.base)
+        return GateResult(True, "", _gate_report("baseline@cora", "same", 1.001,
+                                                 {"aten.add": (2, 3)}))
+
+    def bisect(good, bad, case, metric, repo_, options, log):
+        searches.append((good, bad, case.name, metric))
+        return bisection.BisectResult(culprit, "commit 5", metric, 98, 99, True)
+    monkeypatch.setattr(compare, "run_gate", gate)
+    monkeypatch.setattr(bisection, "bisect", bisect)
+    shown = [c for i, c in enumerate(commits) if i != EXTRA_OP_AT - 1]
+    results = _scratch_results(tmp_path / "results", shown, EXTRA_OP_AT - 1)
+    assert main(["history", "--results", str(results), "--repo", str(repo), "--confirm",
+                 "--processes", "3", "--rounds", "5"]) == 1
+    text = capsys.readouterr().out
+    before = commits[EXTRA_OP_AT - 2]
+    assert gates == [before, parent]  # across the span, then the culprit against its parent
+    assert searches == [(before, culprit, "baseline@cora", "aten_ops")]
+    assert f"confirmed by the gate at {culprit[:10]}" in text
+    assert (f"found by: gnnperf bisect {before} {culprit} --repo {repo} --case baseline@cora "
+            f"--metric aten_ops --processes 3 --rounds 5") in text
+
+
+def test_confirm_refuses_a_repository_without_the_results_commits(tmp_path, capsys):
+    commits = _commits(24)
+    baseline, sampled = _stepped(24, at=12)
+    _write_results(tmp_path, commits, baseline, sampled, [98] * 24)
+    assert main(["history", "--results", str(tmp_path), "--repo", str(tmp_path), *TIME,
+                 "--confirm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is not in --repo" in err and "asv ran on" in err
