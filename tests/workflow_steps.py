@@ -134,9 +134,10 @@ class Runner:
         self.timings: list[tuple[str, float]] = []
 
     def run_job(self, workflow: dict, job_id: str, when: Callable[[dict], bool] | None = None,
-                ) -> dict:
+                before: Callable[[dict], None] | None = None) -> dict:
         """Runs :obj:`job_id`'s steps; a step with an ``if:`` runs when
-        :obj:`when` says so (default: every step). Returns the environment
+        :obj:`when` says so (default: every step); :obj:`before` gets the
+        job's environment first (RUNNER_TEMP made). Returns the environment
         the last step saw."""
         job = workflow["jobs"][job_id]
         home = self.tmp / "home"
@@ -158,6 +159,8 @@ class Runner:
                 if "${{" not in str(value):
                     env[key] = str(value)
         env.update(self.extra)
+        if before is not None:
+            before(env)
         failed: StepFailed | None = None
         for step in job["steps"]:
             name = step.get("name") or step.get("uses") or step["run"].splitlines()[0]

@@ -142,8 +142,10 @@ def add_parser(sub) -> None:
 
 
 def adopt_command(args: argparse.Namespace) -> int:
-    from gnnperf.models import parse_models
-    written = adopt(args.repo, parse_models(args.models), args.project, args.branch,
+    # The repository's own models are checked by the suite's writer, with
+    # the repository on the path (a model package is not installed here).
+    models = [name.strip() for name in args.models.split(",") if name.strip()]
+    written = adopt(args.repo, models, args.project, args.branch,
                     args.python, args.gnnperf_requirement, args.force)
     top = Path(args.repo).resolve()
     for path in written:
