@@ -13,17 +13,24 @@ those variants, ``$GNNPERF_ASV_MODELS`` (``gcn,gat``, or a user's
 ``$GNNPERF_ASV_PATH`` puts the folders a user's model imports from first on
 the suite's path (asv passes no PYTHONPATH). The lists are checked when the suite is imported (asv needs
 the parameter lists then): an unknown name stops ``asv run`` with one line.
+
+A repository that adopts the suite (gnnperf/asv_init.py) keeps its defaults
+of these variables, its own models above all, in ``settings.json`` beside
+its shim (:data:`SETTINGS_FILE`): asv passes its caller's environment on,
+but a default written there holds for every caller; a variable that is set
+wins.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .compat import is_minibatch, registry_models, registry_standard_variants, uses
-from .suite import ERRORS, SUITE_CHECKOUT
+from .suite import ERRORS, SUITE_SOURCES
 
 PROFILE_ENV = "GNNPERF_ASV_PROFILE"
 DATASETS_ENV = "GNNPERF_ASV_DATASETS"
@@ -33,10 +40,41 @@ MODELS_ENV = "GNNPERF_ASV_MODELS"
 #: package (``GNNPERF_ASV_MODELS=mypkg.models:build``) lives. asv runs its
 #: benchmarks without the caller's PYTHONPATH.
 PATH_ENV = "GNNPERF_ASV_PATH"
+#: The adopting repository's defaults of the variables above, a JSON object
+#: of strings in the suite package's folder: its shim's folder, where
+#: :func:`gnnperf.asv_init.write_adopting_suite` writes it (gnnperf's own
+#: checkout and the installed ``gnnperf.asv_suite`` have none).
+SETTINGS_FILE = "settings.json"
+
+
+def _settings() -> dict[str, str]:
+    package = sys.modules.get(__package__)
+    init = getattr(package, "__file__", None)
+    path = Path(init).with_name(SETTINGS_FILE) if init else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc}); fix it or write it again "
+                         f"(gnnperf adopt --force)") from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError(f"{path}: give a JSON object of strings, e.g. "
+                         f'{{"{MODELS_ENV}": "mypkg.models:build"}}')
+    return data
+
+
+SETTINGS = _settings()
+
+
+def setting(name: str) -> str:
+    """The environment variable :obj:`name` where it is set and not empty,
+    else its default in :data:`SETTINGS`, else ``""``."""
+    return os.environ.get(name, "").strip() or SETTINGS.get(name, "").strip()
 
 
 def _user_path() -> None:
-    for folder in reversed([f for f in os.environ.get(PATH_ENV, "").split(os.pathsep) if f]):
+    for folder in reversed([f for f in setting(PATH_ENV).split(os.pathsep) if f]):
         if folder not in sys.path:
             sys.path.insert(0, folder)
 
@@ -54,8 +92,8 @@ def _suite_variants() -> list[str]:
         from gnnperf.variants import get_variant
     except ImportError:  # an older commit without the registry: every benchmark says n/a
         return registry_standard_variants()
-    chosen = [v.strip() for v in os.environ.get(VARIANTS_ENV, "").split(",") if v.strip()]
-    own = Path(gnnperf.__file__).resolve().parents[1] == SUITE_CHECKOUT
+    chosen = [v.strip() for v in setting(VARIANTS_ENV).split(",") if v.strip()]
+    own = Path(gnnperf.__file__).resolve().parent == SUITE_SOURCES
     for name in chosen:
         try:
             get_variant(name)
@@ -197,7 +235,7 @@ def extra_datasets(text: str | None = None) -> tuple[str, ...]:
     of dataset lists (:func:`gnnperf.data.split_datasets`), each name checked
     (:func:`gnnperf.data.check_dataset_name`: a typo stops the run; a file
     absent on this runner is n/a later)."""
-    text = os.environ.get(DATASETS_ENV, "") if text is None else text
+    text = setting(DATASETS_ENV) if text is None else text
     if not text.strip():
         return ()
     try:
@@ -211,12 +249,12 @@ def extra_datasets(text: str | None = None) -> tuple[str, ...]:
 
 
 def current_profile() -> Profile:
-    name = os.environ.get(PROFILE_ENV, "quick").strip().lower() or "quick"
+    name = setting(PROFILE_ENV).lower() or "quick"
     if name not in PROFILES:
         raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
     profile = PROFILES[name]
     extra = extra_datasets()
-    text = os.environ.get(MODELS_ENV, "")
+    text = setting(MODELS_ENV)
     models = tuple(m.strip() for m in text.split(",") if m.strip())
     try:
         from gnnperf.models import parse_models

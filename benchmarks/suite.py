@@ -1,11 +1,16 @@
-"""The suite's own instrument and rules, taken from this suite's checkout
-whatever commit is benchmarked: ``gnnperf/measure/case.py`` (the one way to
-build, warm, fix a batch, time a step and tune the collector) and
-``gnnperf/errors.py`` (the one rule of what is a declared "cannot here"),
-both loaded by path; the n/a rules built on them; the device and threads.
+"""The suite's own instrument and rules, taken from the gnnperf that
+carries this suite whatever commit is benchmarked: ``gnnperf/measure/case.py``
+(the one way to build, warm, fix a batch, time a step and tune the
+collector) and ``gnnperf/errors.py`` (the one rule of what is a declared
+"cannot here"), both loaded by path (:func:`suite_sources`: beside the suite
+in a checkout, around it where the suite is installed as
+``gnnperf.asv_suite``); the n/a rules built on them; the device and threads.
 
-Benchmarks come from the working tree while gnnperf comes from each
-benchmarked commit, so everything taken from gnnperf is looked up lazily.
+Over gnnperf's own history the benchmarks come from the working tree while
+gnnperf comes from each benchmarked commit, so everything taken from gnnperf
+is looked up lazily. Over an adopting repository's commits (the suite
+installed with gnnperf in asv's environment, gnnperf/asv_init.py) both are
+that one installed version.
 n/a (:class:`NotImplementedError`) means "cannot here" for a declared reason
 only: a variant or module this commit does not have, gnnperf's
 ``Unavailable`` (an optional dependency missing, a user's graph absent on
@@ -28,16 +33,39 @@ DEVICE_ENV = "GNNPERF_ASV_DEVICE"
 #: workers; more threads on the small CI machines measure the contention
 #: with other load more than the step.
 THREADS = 1
-SUITE_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def suite_sources(suite_dir: Path) -> Path:
+    """The ``gnnperf`` folder whose ``errors.py`` and ``measure/case.py``
+    the suite in :obj:`suite_dir` loads: the one beside it in a checkout
+    (``benchmarks/`` next to ``gnnperf/``), else the one around it where
+    the suite is installed (``gnnperf/asv_suite/``, the wheel's layout).
+
+    Args:
+        suite_dir: The folder of the suite's modules.
+
+    Raises:
+        ImportError: Neither layout holds both files.
+    """
+    for folder in (suite_dir.parent / "gnnperf", suite_dir.parent):
+        if (folder / "errors.py").is_file() and (folder / "measure" / "case.py").is_file():
+            return folder
+    raise ImportError(f"gnnperf's errors.py and measure/case.py are neither beside nor around "
+                      f"the suite in {suite_dir}; install gnnperf (its wheel carries the suite) "
+                      f"or run the suite from a gnnperf clone")
+
+
+#: The gnnperf folder the suite's instrument comes from (:func:`suite_sources`).
+SUITE_SOURCES = suite_sources(Path(__file__).resolve().parent)
 
 
 def load_suite_module(name: str):
-    """``gnnperf/<name>.py`` of this suite's checkout, loaded by path and
-    applied to every benchmarked commit's gnnperf (``case.py`` loads its
-    sibling ``errors.py`` under the same prefix, so both see one module)."""
+    """``<name>.py`` of :data:`SUITE_SOURCES`, loaded by path and applied to
+    every benchmarked commit's gnnperf (``case.py`` loads its sibling
+    ``errors.py`` under the same prefix, so both see one module)."""
     module_name = f"_gnnperf_asv_{Path(name).stem}"
     if module_name not in sys.modules:
-        path = SUITE_CHECKOUT / "gnnperf" / f"{name}.py"
+        path = SUITE_SOURCES / f"{name}.py"
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
@@ -134,8 +162,8 @@ def prepare_process() -> None:
     ``setup_cache`` as a process of its own, which gets neither):
 
     - Inductor's CPU vector ISA pick is made once here instead of in each
-      child that compiles (``warm_compiler_for_forks`` of this suite's
-      checkout's ``gnnperf/torch_private.py``, whatever the benchmarked
+      child that compiles (``warm_compiler_for_forks`` of
+      :data:`SUITE_SOURCES`' ``torch_private.py``, whatever the benchmarked
       commit, so every commit and every variant selection get the same
       resident floor, the base of the ``peakmem_`` figures). A pick that
       fails (no C++ compiler, an unwritable cache) is left to each child's

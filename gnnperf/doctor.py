@@ -490,17 +490,10 @@ def na_problem(label: str, reason: str, device: torch.device | str,
 
 
 def asv_config(root: Path) -> dict:
-    """:obj:`root`'s ``asv.conf.json``, which has comments (asv reads it as
-    JSON5): with json5 where it is (asv needs it), else with the comment
-    lines dropped."""
-    import json
-    import re
-    text = (root / "asv.conf.json").read_text()
-    try:
-        import json5
-    except ImportError:
-        return json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
-    return json5.loads(text)
+    """:obj:`root`'s ``asv.conf.json``, which has comments, read as asv
+    reads it (:func:`gnnperf.asv_conf.read_asv_conf`)."""
+    from gnnperf.asv_conf import read_asv_conf
+    return read_asv_conf(root / "asv.conf.json")
 
 
 def asv_results(root: Path, commit: str) -> dict:

@@ -1,19 +1,28 @@
 """The suite across another repository's commits: ``gnnperf asv-init``'s
-configuration, and ``gnnperf bisect --library-repo`` on a small local
-repository standing in for the library (its model by import path)."""
+configuration folder, what an adopting repository commits
+(:func:`gnnperf.asv_init.write_adopting_suite`), the suite as gnnperf's
+wheel carries it (its instrument found in both layouts, the shim, the
+settings), one asv run over a model repository's commits from a wheel
+install, and ``gnnperf bisect --library-repo`` on a small local repository
+standing in for the library (its model by import path)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from gnnperf.cli import main
+from wheel_env import gnnperf_wheel, wheel_venv, working_tree_files  # noqa: F401 -- fixtures
 
+ROOT = Path(__file__).resolve().parents[1]
 GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
 
@@ -79,30 +88,29 @@ def test_asv_init_writes_the_configuration_for_the_librarys_commits(library, tmp
     assert conf["project"] == "steplib" and conf["benchmark_dir"] == "benchmarks"
     # gnnperf's own matrix (torch pinned), the library left out of it; its
     # build, launch and thresholds gnnperf's own.
-    from gnnperf.asv_init import suite_config
-    suite = suite_config(Path(__file__).resolve().parents[1])
+    from gnnperf.asv_init import SHIM, config, suite_config
+    suite = suite_config(ROOT)
+    assert suite_config() == suite  # from this clone, the one gnnperf runs from
     req = conf["matrix"]["req"]
     assert req == suite["matrix"]["req"] and req["torch"] == [torch.__version__.split("+")[0]]
     assert conf["regressions_thresholds"] == suite["regressions_thresholds"]
-    pyg = tmp_path / "pyg-bench"
-    assert main(["asv-init", "--repo", str(library), "--out", str(pyg),
-                 "--project", "torch_geometric"]) == 0
-    assert "torch-geometric" not in json.loads((pyg / "asv.conf.json").read_text())[
-        "matrix"]["req"]
-    # The library's wheel with its dependencies, torch held by a constraint;
-    # then this gnnperf's wheel, built now, without dependencies.
+    assert conf["launch_method"] == suite["launch_method"]
+    pyg = config(suite, "x", "torch_geometric", ["master"], "3.11", "c", "gnnperf==0")
+    assert "torch-geometric" not in pyg["matrix"]["req"] and "torch" in pyg["matrix"]["req"]
+    # The library's wheel with its dependencies, torch held by a constraint
+    # beside the configuration; then this gnnperf, from a clone a wheel
+    # built now, without dependencies.
     library_install, gnnperf_install = conf["install_command"]
-    constraint = Path(library_install.split("--constraint ")[1].split()[0])
-    assert constraint.read_text() == f"torch=={req['torch'][0]}\n"
+    constraint = library_install.split("--constraint ")[1].split()[0]
+    assert constraint == "{conf_dir}/constraints.txt"
+    assert (out / "constraints.txt").read_text() == f"torch=={req['torch'][0]}\n"
+    assert "--no-deps" in gnnperf_install.split()
     wheel = Path(gnnperf_install.split()[-1])
-    assert wheel.is_file() and wheel.name.startswith("gnnperf-")
-    # gnnperf's own benchmarks, copied with what they load by path beside
-    # them: they stay this version's, and they import there.
-    assert (out / "benchmarks" / "base.py").is_file()
-    assert (out / "gnnperf" / "measure" / "case.py").is_file()
-    proc = subprocess.run([sys.executable, "-c", "import benchmarks.suite"], cwd=out,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert wheel.is_file() and wheel.parent == out / "wheels" and wheel.name.startswith("gnnperf-")
+    # The benchmarks: the suite that gnnperf carries, through the shim; no copy.
+    assert (out / "benchmarks" / "__init__.py").read_text() == SHIM
+    assert sorted(p.name for p in out.iterdir()) == ["asv.conf.json", "benchmarks",
+                                                     "constraints.txt", "wheels"]
     assert "asv run" in capsys.readouterr().out
 
 
@@ -145,3 +153,326 @@ def test_bisect_refuses_a_library_that_is_not_a_clone(tmp_path, capsys):
     assert main(["bisect", "HEAD~1", "HEAD", "--library-repo", str(tmp_path),
                  "--case", "baseline@cora"]) == 2
     assert "not a git checkout" in capsys.readouterr().err
+
+
+# The suite as the wheel carries it, and what an adopting repository commits.
+def test_the_suite_finds_its_instrument_beside_it_in_a_checkout_and_around_it_installed(
+        tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import suite
+    assert suite.SUITE_SOURCES == ROOT / "gnnperf"  # this checkout's own
+
+    def tree(*files: str) -> None:
+        for name in files:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text("")
+    # A checkout: benchmarks/ beside gnnperf/.
+    tree("clone/benchmarks/suite.py", "clone/gnnperf/errors.py", "clone/gnnperf/measure/case.py")
+    assert suite.suite_sources(tmp_path / "clone" / "benchmarks") == tmp_path / "clone" / "gnnperf"
+    # The wheel's layout: the suite inside the gnnperf package.
+    tree("site/gnnperf/asv_suite/suite.py", "site/gnnperf/errors.py",
+         "site/gnnperf/measure/case.py")
+    assert suite.suite_sources(tmp_path / "site" / "gnnperf" / "asv_suite") == \
+        tmp_path / "site" / "gnnperf"
+    # Half of the instrument is none: the import fails, naming the fix.
+    tree("half/benchmarks/suite.py", "half/gnnperf/errors.py")
+    with pytest.raises(ImportError, match="install gnnperf"):
+        suite.suite_sources(tmp_path / "half" / "benchmarks")
+
+
+_ASV_JSON = """{
+    // a comment, with "quotes" and a URL: https://example.org/x
+    "url": "https://example.org//a", /* a block
+    comment */ "escaped": "a\\"b // not a comment",
+    "list": [1, 2, ],
+    "version": 1,
+}
+"""
+
+
+@pytest.mark.parametrize("with_asv", [True, False])
+def test_read_asv_conf_reads_asvs_json_and_keeps_slashes_inside_strings(with_asv, tmp_path,
+                                                                        monkeypatch):
+    from gnnperf.asv_conf import read_asv_conf
+    from gnnperf.errors import GnnperfError
+    if not with_asv:  # the fallback: no asv (nor its json5) in this environment
+        for name in ("asv", "asv.util", "json5"):
+            monkeypatch.setitem(sys.modules, name, None)
+    path = tmp_path / "asv.conf.json"
+    path.write_text(_ASV_JSON)
+    assert read_asv_conf(path) == {"url": "https://example.org//a",
+                                   "escaped": 'a"b // not a comment', "list": [1, 2],
+                                   "version": 1}
+    own = read_asv_conf(ROOT / "asv.conf.json")
+    assert own["matrix"]["req"]["torch"] == [torch.__version__.split("+")[0]]
+    assert own["regressions_thresholds"][".*"] == 0.10
+    for text, message in (("{", "is not valid asv JSON"), ("[1]", "not a JSON object")):
+        path.write_text(text)
+        with pytest.raises(GnnperfError, match=message) as raised:
+            read_asv_conf(path)
+        assert len(str(raised.value).splitlines()) == 1 and "fix the file" in str(raised.value)
+    with pytest.raises(GnnperfError, match="no such file"):
+        read_asv_conf(tmp_path / "absent.json")
+
+
+@pytest.fixture
+def model_repo(tmp_path):
+    """The stand-in model repository (tests/standin.py); the modules of
+    ``mypkg`` that a test imports in this worker are dropped afterwards, so
+    no later test of the worker finds this repository's."""
+    from standin import make_model_repo
+    before = set(sys.modules)
+    yield make_model_repo(tmp_path / "mypkg-repo")
+    for name in set(sys.modules) - before:
+        if name == "mypkg" or name.startswith("mypkg."):
+            del sys.modules[name]
+
+
+def test_write_adopting_suite_writes_what_asv_needs_into_the_repository(model_repo):
+    from asv.config import Config
+
+    from gnnperf import __version__
+    from gnnperf.asv_init import GITIGNORE, SHIM, suite_config, write_adopting_suite
+    from standin import MODEL
+    written = write_adopting_suite(model_repo, project="mypkg", branches=["main"],
+                                   models=[MODEL, "GCN"], python="3.11")
+    folder = model_repo / ".gnnperf"
+    assert sorted(p.relative_to(folder).parts for p in written) == [
+        (".gitignore",), ("asv.conf.json",), ("benchmarks", "__init__.py"),
+        ("benchmarks", "settings.json"), ("constraints.txt",)]
+    conf = Config.load(str(folder / "asv.conf.json"))  # asv reads it
+    suite = suite_config()
+    # asv runs in the configuration's folder: the repository is its parent,
+    # its files stay inside .gnnperf/.
+    assert conf.repo == ".." and conf.project == "mypkg" and conf.branches == ["main"]
+    assert conf.benchmark_dir == "benchmarks" and conf.pythons == ["3.11"]
+    assert (conf.env_dir, conf.results_dir, conf.html_dir) == (".asv/env", ".asv/results",
+                                                                ".asv/html")
+    assert conf.matrix == suite["matrix"] and conf.regressions_thresholds == suite[
+        "regressions_thresholds"]
+    assert conf.build_command == suite["build_command"]
+    assert conf.launch_method == suite["launch_method"]
+    assert conf.install_command == [
+        "in-dir={env_dir} python -m pip install --constraint {conf_dir}/constraints.txt "
+        "{wheel_file}",
+        f"in-dir={{env_dir}} python -m pip install --no-deps gnnperf=={__version__}"]
+    assert (folder / "constraints.txt").read_text() == f"torch=={torch.__version__.split('+')[0]}\n"
+    assert (folder / "benchmarks" / "__init__.py").read_text() == SHIM
+    # The models spelled as the registry spells them, for the suite's profiles.py.
+    assert json.loads((folder / "benchmarks" / "settings.json").read_text()) == {
+        "GNNPERF_ASV_MODELS": f"{MODEL},gcn"}
+    assert (folder / ".gitignore").read_text() == GITIGNORE and ".asv/" in GITIGNORE.split()
+    # Again with force, another requirement, no models: the suite's defaults.
+    write_adopting_suite(model_repo, project="mypkg", branches=["main"], models=[],
+                         python="3.11", gnnperf_requirement="gnnperf>=0.1,<0.2", force=True)
+    conf = json.loads((folder / "asv.conf.json").read_text())
+    assert conf["install_command"][1].endswith("--no-deps 'gnnperf>=0.1,<0.2'")
+    assert json.loads((folder / "benchmarks" / "settings.json").read_text()) == {}
+
+
+def test_the_suites_settings_file_is_the_one_write_adopting_suite_writes(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import profiles
+    from gnnperf import asv_init
+    assert (asv_init.SETTINGS_FILE, asv_init.MODELS_ENV) == (profiles.SETTINGS_FILE,
+                                                             profiles.MODELS_ENV)
+    assert profiles.SETTINGS == {}  # gnnperf's own checkout has none
+
+
+@pytest.mark.parametrize("what, message", [
+    ("not-a-repo", "not a git repository with a working tree; give the top folder"),
+    ("subfolder", "is inside the git repository"),
+    ("exists", "exists; pass --force"),
+    ("unknown-model", "unknown model 'nosuch'"),
+    ("unimportable-model", "cannot import nopkg"),
+    ("no-branch", "give at least one branch"),
+    ("no-project", "give the repository's distribution name"),
+    ("wheel-path", "a wheel's path is not portable"),
+])
+def test_write_adopting_suite_refuses_in_one_line_naming_the_fix(what, message, model_repo,
+                                                                  tmp_path):
+    from gnnperf.asv_init import write_adopting_suite
+    from gnnperf.errors import GnnperfError
+    repo, kwargs = model_repo, dict(project="mypkg", branches=["main"], models=["gcn"])
+    if what == "not-a-repo":
+        repo = tmp_path / "plain"
+        repo.mkdir()
+    elif what == "subfolder":
+        repo = model_repo / "mypkg"
+    elif what == "exists":
+        write_adopting_suite(repo, **kwargs)
+    elif what == "unknown-model":
+        kwargs["models"] = ["nosuch"]
+    elif what == "unimportable-model":
+        kwargs["models"] = ["nopkg.models:build"]
+    elif what == "no-branch":
+        kwargs["branches"] = []
+    elif what == "no-project":
+        kwargs["project"] = " "
+    else:
+        kwargs["gnnperf_requirement"] = "wheels/gnnperf-0.1.0-py3-none-any.whl"
+    with pytest.raises(GnnperfError) as raised:
+        write_adopting_suite(repo, **kwargs)
+    assert message in str(raised.value) and len(str(raised.value).splitlines()) == 1
+    if what != "exists":
+        assert not (model_repo / ".gnnperf").exists()  # nothing half-written
+
+
+_MOUNT_THE_SHIM = """
+import importlib.util, json, os, pkgutil, sys
+from pathlib import Path
+root, shim_parent = Path(sys.argv[1]), sys.argv[2]
+# Stands in for an install whose gnnperf carries the suite (the wheel's
+# gnnperf.asv_suite): this checkout's benchmarks/.
+spec = importlib.util.spec_from_file_location(
+    "gnnperf.asv_suite", root / "benchmarks" / "__init__.py",
+    submodule_search_locations=[str(root / "benchmarks")])
+class Installed:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        return spec if name == "gnnperf.asv_suite" else None
+sys.meta_path.insert(0, Installed)
+sys.path.insert(0, shim_parent)
+sys.argv = ["benchmark.py", "discover"]
+import benchmarks, benchmarks.profiles as profiles
+# asv_runner's discovery: the package's modules, named below its name.
+from asv_runner.discovery import disc_modules
+names = [m.__name__ for m in disc_modules("benchmarks") if m.__name__.count(".") == 1][:3]
+before = list(profiles.PROFILE.models)
+os.environ["GNNPERF_ASV_MODELS"] = "sage"
+print(json.dumps({"file": benchmarks.__file__, "path": benchmarks.__path__,
+                  "modules": sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__)),
+                  "discovered": names, "suite": benchmarks.suite.__name__,
+                  "sources": str(benchmarks.suite.SUITE_SOURCES), "models": before,
+                  "set": list(profiles.current_profile().models)}))
+"""
+
+
+def test_the_shim_is_the_installed_suite_named_as_gnnperfs_own_and_its_settings_choose_models(
+        model_repo):
+    # asv imports the shim folder as the package "benchmarks" and walks its
+    # __path__ (asv_runner.discovery): the suite's modules, named
+    # benchmarks.<module>, so a benchmark's name is gnnperf's own
+    # (training.TrainStep...); the settings beside the shim pick the models
+    # unless GNNPERF_ASV_MODELS is set.
+    from gnnperf.asv_init import write_adopting_suite
+    write_adopting_suite(model_repo, project="mypkg", branches=["main"], models=["GAT"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GNNPERF_ASV_")}
+    proc = subprocess.run([sys.executable, "-c", _MOUNT_THE_SHIM, str(ROOT),
+                           str(model_repo / ".gnnperf")], cwd=model_repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["file"] == str(model_repo / ".gnnperf" / "benchmarks" / "__init__.py")
+    assert seen["path"] == [str(ROOT / "benchmarks")]
+    expected = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__")
+    assert seen["modules"] == expected and "training" in expected
+    assert all(name.startswith("benchmarks.") for name in seen["discovered"]), seen["discovered"]
+    assert seen["suite"] == "benchmarks.suite" and seen["sources"] == str(ROOT / "gnnperf")
+    assert seen["models"] == ["gat"] and seen["set"] == ["sage"]
+
+
+def test_the_wheel_carries_gnnperf_the_suite_and_gnnperfs_asv_conf(gnnperf_wheel):
+    # setuptools cannot find a package mapped to another folder, so
+    # pyproject names the packages: a new one, or a data file no
+    # package-data pattern covers, would be missing from the wheel.
+    names = set(zipfile.ZipFile(gnnperf_wheel).namelist())
+    packaged_conf = "/".join(("gnnperf", "asv.conf.json"))  # the wheel's, no file of the clone
+    expected = {packaged_conf}
+    for name in working_tree_files():
+        if name.startswith("gnnperf/") and (ROOT / name).is_file():
+            expected.add(name)
+        elif name.startswith("benchmarks/") and (ROOT / name).is_file():
+            expected.add("gnnperf/asv_suite/" + name.removeprefix("benchmarks/"))
+    missing = sorted(expected - names)
+    assert not missing, (f"the wheel lacks {missing[:5]}: add its package to [tool.setuptools] "
+                         f"packages or its pattern to package-data in pyproject.toml")
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"gnnperf", gnnperf_wheel.name.split("-py3")[0] + ".dist-info"}, tops
+    from gnnperf.asv_conf import strip_comments
+    text = zipfile.ZipFile(gnnperf_wheel).read(packaged_conf).decode()
+    assert json.loads(strip_comments(text)) == json.loads(strip_comments(
+        (ROOT / "asv.conf.json").read_text()))
+
+
+#: The one benchmark the adopting run measures: the step time, which
+#: every variant and model has (asv matches a parameterised benchmark's
+#: regex against its name with its parameters).
+ADOPTED_BENCH = r"^training\.TrainStep\.time_train_step\("
+
+#: Run by the wheel's venv: where its suite is, whether a top-level
+#: ``benchmarks`` exists there, what write_adopting_suite wrote, and
+#: ``gnnperf asv-init``'s exit status (one interpreter: each start imports
+#: torch).
+_ADOPT_FROM_THE_WHEEL = """
+import importlib.util, json, sys
+from pathlib import Path
+import gnnperf.asv_init, gnnperf.asv_suite, gnnperf.cli
+repo, model, out = sys.argv[1:4]
+written = gnnperf.asv_init.write_adopting_suite(
+    Path(repo), project="mypkg", branches=["main"], models=[model],
+    python="%d.%d" % sys.version_info[:2])
+status = gnnperf.cli.main(["asv-init", "--repo", repo, "--out", out, "--project", "mypkg",
+                           "--branch", "main"])
+print(json.dumps({"suite": gnnperf.asv_suite.__file__, "writer": gnnperf.asv_init.__file__,
+                  "top_level_benchmarks": importlib.util.find_spec("benchmarks") is not None,
+                  "written": [str(p) for p in written], "asv_init": status}))
+"""
+
+
+@pytest.mark.asv
+def test_an_adopting_repository_runs_the_installed_suite_over_its_commits(wheel_venv, tmp_path):
+    """The point of shipping the suite in the wheel: a model repository with
+    gnnperf pip-installed (no clone anywhere) writes what asv needs, and asv
+    measures two of its commits with the installed suite, the repository's
+    own model (from what was written, not the environment) the model
+    parameter, gnnperf installed in asv's environment by its pinned
+    requirement (resolved through PIP_FIND_LINKS)."""
+    from standin import MODEL, make_model_repo
+    start = time.perf_counter()
+    repo = make_model_repo(tmp_path / "mypkg-repo")
+    out = tmp_path / "asv-init-out"
+    made = wheel_venv.python_json(_ADOPT_FROM_THE_WHEEL, str(repo), MODEL, str(out),
+                                  cwd=tmp_path)
+    # The wheel carries the suite as a subpackage of gnnperf, no top-level
+    # "benchmarks" beside it; the wheel's gnnperf wrote the files.
+    site = wheel_venv.root / "lib"
+    assert Path(made["suite"]).is_relative_to(site) and Path(made["suite"]).parent.name == \
+        "asv_suite", made
+    assert Path(made["writer"]).is_relative_to(site) and not made["top_level_benchmarks"], made
+    assert str(repo / ".gnnperf" / "asv.conf.json") in made["written"]
+    # gnnperf asv-init from a wheel: the same shim, gnnperf by its requirement
+    # (no clone to build a wheel from).
+    from gnnperf import __version__
+    from gnnperf.asv_init import SHIM
+    assert made["asv_init"] == 0 and not (out / "wheels").exists()
+    assert (out / "benchmarks" / "__init__.py").read_text() == SHIM
+    assert json.loads((out / "asv.conf.json").read_text())["install_command"][1].endswith(
+        f"--no-deps gnnperf=={__version__}")
+    commits = {tag: _git(repo, "rev-parse", tag) for tag in ("v0.1", "v0.2")}
+    hashfile = tmp_path / "commits.txt"
+    hashfile.write_text("\n".join(commits.values()) + "\n")
+    asv = [str(wheel_venv.python), "-m", "asv", "--config", ".gnnperf/asv.conf.json"]
+    # One variant; GNNPERF_ASV_MODELS empty, so the model is settings.json's.
+    # Each commit's build uses the environment's setuptools (no isolated
+    # build environment to install: seconds a commit).
+    env = dict(GNNPERF_ASV_PROFILE="quick", GNNPERF_ASV_VARIANTS="baseline",
+               GNNPERF_ASV_MODELS="", PIP_NO_BUILD_ISOLATION="0")
+    machine = wheel_venv.run(*asv, "machine", "--yes", cwd=repo, timeout=120, **env)
+    assert machine.returncode == 0, machine.stdout + machine.stderr
+    ran = wheel_venv.run(*asv, "run", "--quick", "--show-stderr", "--bench", ADOPTED_BENCH,
+                         f"HASHFILE:{hashfile}", cwd=repo, timeout=900, **env)
+    log = ran.stdout + ran.stderr
+    assert ran.returncode == 0 and " failed" not in log, log[-6000:]
+    results_dir = repo / ".gnnperf" / ".asv" / "results"
+    case = ("'cora'", "'baseline'", f"'{MODEL}'")
+    for tag, commit in commits.items():
+        files = list(results_dir.glob(f"*/{commit[:8]}-*.json"))
+        assert len(files) == 1, (tag, sorted(results_dir.rglob("*.json")), log[-4000:])
+        results = json.loads(files[0].read_text())
+        row = dict(zip(results["result_columns"],
+                       results["results"]["training.TrainStep.time_train_step"]))
+        assert row["params"] == [[name] for name in case], (tag, row["params"])
+        value, = row["result"]
+        assert isinstance(value, float) and math.isfinite(value) and value > 0, (tag, value)
+    print(f"adopting run: {time.perf_counter() - start:.0f} s")
