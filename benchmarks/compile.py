@@ -66,23 +66,34 @@ def measure(dataset: str, variant: str) -> dict:
 
 
 _PROBE = """
-import json, sys
+import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
-from benchmarks import compile as c, suite
-out = suite.measured_or_reason(c.measure, sys.argv[2], sys.argv[3])  # n/a only if declared
+c = importlib.import_module(sys.argv[2] + ".compile")
+suite = importlib.import_module(sys.argv[2] + ".suite")
+out = suite.measured_or_reason(c.measure, sys.argv[3], sys.argv[4])  # n/a only if declared
 print("GNNPERF-ASV-COMPILE " + json.dumps(out))
 """
+
+
+def _suite_package() -> tuple[str, str]:
+    """(the folder to put on the path, the package) that import this suite
+    as asv imported it: ``benchmarks`` from gnnperf's checkout, or an
+    adopting repository's shim (``.gnnperf/benchmarks``) over the installed
+    ``gnnperf.asv_suite``, whose files lie elsewhere than the package."""
+    top = sys.modules[__package__.split(".")[0]]
+    return str(Path(top.__file__).resolve().parent.parent), __package__
 
 
 def compile_cache(self):
     """Measures every (dataset, compiled variant) once per ``asv run``, each in
     a fresh interpreter: a cold compile costs tens of seconds on 2 cores, and
     the three track_ figures come from the same compile."""
-    parent = str(Path(__file__).resolve().parent.parent)
+    parent, package = _suite_package()
     results = {}
     for dataset in Compile.params[0]:
         for variant in Compile.params[1]:
-            proc = subprocess.run([sys.executable, "-c", _PROBE, parent, dataset, variant],
+            proc = subprocess.run([sys.executable, "-c", _PROBE, parent, package, dataset,
+                                   variant],
                                   capture_output=True, text=True)
             lines = [line for line in proc.stdout.splitlines()
                      if line.startswith("GNNPERF-ASV-COMPILE ")]

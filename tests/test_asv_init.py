@@ -476,3 +476,25 @@ def test_an_adopting_repository_runs_the_installed_suite_over_its_commits(wheel_
         value, = row["result"]
         assert isinstance(value, float) and math.isfinite(value) and value > 0, (tag, value)
     print(f"adopting run: {time.perf_counter() - start:.0f} s")
+
+
+def test_the_compile_probe_imports_the_suite_as_asv_did(tmp_path):
+    # The compile figures time a cold compile in a fresh interpreter that
+    # imports the suite again: through an adopting repository's shim, that
+    # is the shim's package, not the folder the installed suite's files lie in.
+    from gnnperf.asv_init import SHIM
+    shim = tmp_path / "adopted" / "benchmarks"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(SHIM)
+    code = ("import json, subprocess, sys; sys.path.insert(0, sys.argv[1]); "
+            "import benchmarks.compile as c; parent, package = c._suite_package(); "
+            "probe = c._PROBE.split('out =')[0]; "
+            "done = subprocess.run([sys.executable, '-c', probe, parent, package], "
+            "capture_output=True, text=True); "
+            "print(json.dumps([parent, package, done.returncode, done.stderr[-500:]]))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "adopted")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    parent, package, code, err = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (parent, package) == (str((tmp_path / "adopted").resolve()), "benchmarks")
+    assert code == 0, err
