@@ -8,11 +8,9 @@ standing in for the library (its model by import path)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -398,7 +396,6 @@ def test_the_wheel_carries_gnnperf_the_suite_and_gnnperfs_asv_conf(gnnperf_wheel
 #: The one benchmark the adopting run measures: the step time, which
 #: every variant and model has (asv matches a parameterised benchmark's
 #: regex against its name with its parameters).
-ADOPTED_BENCH = r"^training\.TrainStep\.time_train_step\("
 
 #: Run by the wheel's venv: where its suite is, whether a top-level
 #: ``benchmarks`` exists there, what write_adopting_suite wrote, and
@@ -420,16 +417,11 @@ print(json.dumps({"suite": gnnperf.asv_suite.__file__, "writer": gnnperf.asv_ini
 """
 
 
-@pytest.mark.asv
-def test_an_adopting_repository_runs_the_installed_suite_over_its_commits(wheel_venv, tmp_path):
+def test_an_adopting_repository_gets_the_installed_suite_from_the_wheel(wheel_venv, tmp_path):
     """The point of shipping the suite in the wheel: a model repository with
-    gnnperf pip-installed (no clone anywhere) writes what asv needs, and asv
-    measures two of its commits with the installed suite, the repository's
-    own model (from what was written, not the environment) the model
-    parameter, gnnperf installed in asv's environment by its pinned
-    requirement (resolved through PIP_FIND_LINKS)."""
+    gnnperf pip-installed (no clone anywhere) writes what asv needs, the
+    suite being the wheel's own."""
     from standin import MODEL, make_model_repo
-    start = time.perf_counter()
     repo = make_model_repo(tmp_path / "mypkg-repo")
     out = tmp_path / "asv-init-out"
     made = wheel_venv.python_json(_ADOPT_FROM_THE_WHEEL, str(repo), MODEL, str(out),
@@ -449,33 +441,8 @@ def test_an_adopting_repository_runs_the_installed_suite_over_its_commits(wheel_
     assert (out / "benchmarks" / "__init__.py").read_text() == SHIM
     assert json.loads((out / "asv.conf.json").read_text())["install_command"][1].endswith(
         f"--no-deps gnnperf=={__version__}")
-    commits = {tag: _git(repo, "rev-parse", tag) for tag in ("v0.1", "v0.2")}
-    hashfile = tmp_path / "commits.txt"
-    hashfile.write_text("\n".join(commits.values()) + "\n")
-    asv = [str(wheel_venv.python), "-m", "asv", "--config", ".gnnperf/asv.conf.json"]
-    # One variant; GNNPERF_ASV_MODELS empty, so the model is settings.json's.
-    # Each commit's build uses the environment's setuptools (no isolated
-    # build environment to install: seconds a commit).
-    env = dict(GNNPERF_ASV_PROFILE="quick", GNNPERF_ASV_VARIANTS="baseline",
-               GNNPERF_ASV_MODELS="", PIP_NO_BUILD_ISOLATION="0")
-    machine = wheel_venv.run(*asv, "machine", "--yes", cwd=repo, timeout=120, **env)
-    assert machine.returncode == 0, machine.stdout + machine.stderr
-    ran = wheel_venv.run(*asv, "run", "--quick", "--show-stderr", "--bench", ADOPTED_BENCH,
-                         f"HASHFILE:{hashfile}", cwd=repo, timeout=900, **env)
-    log = ran.stdout + ran.stderr
-    assert ran.returncode == 0 and " failed" not in log, log[-6000:]
-    results_dir = repo / ".gnnperf" / ".asv" / "results"
-    case = ("'cora'", "'baseline'", f"'{MODEL}'")
-    for tag, commit in commits.items():
-        files = list(results_dir.glob(f"*/{commit[:8]}-*.json"))
-        assert len(files) == 1, (tag, sorted(results_dir.rglob("*.json")), log[-4000:])
-        results = json.loads(files[0].read_text())
-        row = dict(zip(results["result_columns"],
-                       results["results"]["training.TrainStep.time_train_step"]))
-        assert row["params"] == [[name] for name in case], (tag, row["params"])
-        value, = row["result"]
-        assert isinstance(value, float) and math.isfinite(value) and value > 0, (tag, value)
-    print(f"adopting run: {time.perf_counter() - start:.0f} s")
+    # asv over two of its commits with this suite: tests/test_adopt.py, through the
+    # CPU workflow gnnperf adopt writes, in a fresh clone.
 
 
 def test_the_compile_probe_imports_the_suite_as_asv_did(tmp_path):

@@ -47,7 +47,7 @@ def setup_python_stand_in(bin_dir: Path, python: str | None = None,
         if not link.exists():
             link.symlink_to(python or sys.executable)
     site = site or sysconfig.get_paths()["purelib"]
-    for tool, module in (("pytest", "pytest"), ("asv", "asv")):
+    for tool, module in (("pytest", "pytest"), ("asv", "asv"), ("gnnperf", "gnnperf")):
         script = bin_dir / tool
         script.write_text(f'#!/bin/sh\nexec python -m {module} "$@"\n')
         script.chmod(0o755)
@@ -173,6 +173,7 @@ class Runner:
             if action == "actions/setup-python" and action not in self.actions:
                 bin_dir = self.tmp / "python-bin"
                 env.update(setup_python_stand_in(bin_dir, self.python, self.site))
+                env.update(self.extra)  # the test's values win
                 env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
                 continue
             if name in self.actions:  # a run: step stood in by name
