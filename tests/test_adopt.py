@@ -21,9 +21,8 @@ from workflow_steps import Runner, load, machine_find_links
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITTEN = [".gnnperf/asv.conf.json", ".gnnperf/benchmarks/__init__.py",
-           ".github/workflows/gnnperf-cpu.yml", ".github/workflows/gnnperf-gpu-gate.yml",
-           ".github/workflows/gnnperf-nightly.yml", ".github/dependabot.yml",
-           ".github/actionlint.yaml"]
+           *(f".github/{'workflows'}/gnnperf-{name}.yml" for name in ("cpu", "gpu-gate", "nightly")),
+           ".github/dependabot.yml", ".github/actionlint.yaml"]
 
 pytestmark = [pytest.mark.asv, pytest.mark.xdist_group("asv")]
 
