@@ -201,7 +201,7 @@ PROFILES = {
     # wait on both commits together (the full profile takes hours per commit:
     # nightly only). It keeps what a PR can break unnoticed: every variant's
     # step time and CUDA peak on Cora and a 10^6-edge graph, and the exact
-    # work metrics (selected with asv's --bench in gpu.yml).
+    # work metrics (selected with asv's --bench in the GPU gate workflow, gpu-gate.yml).
     "pr": Profile(
         name="pr",
         datasets=("cora", "synthetic-1m"),
