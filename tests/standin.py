@@ -97,3 +97,37 @@ def make_model_repo(path: Path, slower_head: bool = False) -> Path:
 
 
 __all__ = ["MODEL", "PACKAGE", "SLOWER", "make_model_repo"]
+
+
+def faulted_history(dest: Path, faults_at: dict[int, tuple], commits: int) -> tuple[Path, list[str]]:
+    """A copy of this checkout as a git repository at :obj:`dest`: GOOD,
+    then :obj:`commits` commits, commit ``n`` injecting
+    ``gnnperf.gate.faults.inject(repo, *faults_at[n])`` where given (each
+    commit also appends to NOTES, so none is empty). Returns the repository
+    and its commits, GOOD first."""
+    import os
+    from gnnperf import gate
+    from gnnperf.gate import faults
+    repo = gate.copy_tree(Path(__file__).resolve().parents[1], dest)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "good")
+    hashes = [git("rev-parse", "HEAD")]
+    for n in range(1, commits + 1):
+        subject = f"commit {n}"
+        if n in faults_at:
+            faults.inject(repo, *faults_at[n])
+            subject += f": {' '.join(map(str, faults_at[n]))}"
+        with open(repo / "NOTES", "a") as notes:
+            notes.write(f"{n}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", subject)
+        hashes.append(git("rev-parse", "HEAD"))
+    return repo, hashes

@@ -313,29 +313,15 @@ def throwaway_repo(tmp_path_factory):
     """A copy of this tree as a repository: GOOD, then :data:`COMMITS`
     commits, the :data:`EXTRA_OP_AT`-th adding one tensor op per step, the
     :data:`SLOWDOWN_AT`-th making baseline's step 30% slower."""
-    repo = gate.copy_tree(ROOT, tmp_path_factory.mktemp("bisect") / "repo")
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
+    from standin import faulted_history
+    repo, _ = faulted_history(tmp_path_factory.mktemp("bisect") / "repo",
+                              {EXTRA_OP_AT: ("extra-op",),
+                               SLOWDOWN_AT: ("slowdown", "baseline", 0.3)}, COMMITS)
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
+        return subprocess.run(["git", "-C", str(repo), *args], check=True,
                               capture_output=True, text=True).stdout.strip()
 
-    git("init", "-q", "-b", "main")
-    git("add", "-A")
-    git("commit", "-q", "-m", "good")
-    for n in range(1, COMMITS + 1):
-        subject = f"commit {n}"
-        if n == EXTRA_OP_AT:
-            faults.inject(repo, "extra-op")
-            subject += ": one more op per step"
-        elif n == SLOWDOWN_AT:
-            faults.inject(repo, "slowdown", "baseline", 0.3)
-            subject += ": baseline 30% slower"
-        with open(repo / "NOTES", "a") as notes:
-            notes.write(f"{n}\n")
-        git("add", "-A")
-        git("commit", "-q", "-m", subject)
     return repo, git
 
 

@@ -371,35 +371,9 @@ SCRATCH_COMMITS, EXTRA_OP_AT = 9, 5
 
 @pytest.fixture(scope="module")
 def scratch_repo(tmp_path_factory):
-    import os
-    from pathlib import Path
-
-    from gnnperf import gate
-    from gnnperf.gate import faults
-    root = Path(__file__).resolve().parents[1]
-    repo = gate.copy_tree(root, tmp_path_factory.mktemp("history") / "repo")
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@localhost")
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True,
-                              capture_output=True, text=True).stdout.strip()
-
-    git("init", "-q", "-b", "main")
-    git("add", "-A")
-    git("commit", "-q", "-m", "good")
-    commits = [git("rev-parse", "HEAD")]
-    for n in range(1, SCRATCH_COMMITS + 1):
-        subject = f"commit {n}"
-        if n == EXTRA_OP_AT:
-            faults.inject(repo, "extra-op")
-            subject += ": one more op per step"
-        with open(repo / "NOTES", "a") as notes:
-            notes.write(f"{n}\n")
-        git("add", "-A")
-        git("commit", "-q", "-m", subject)
-        commits.append(git("rev-parse", "HEAD"))
-    return repo, commits
+    from standin import faulted_history
+    return faulted_history(tmp_path_factory.mktemp("history") / "repo",
+                           {EXTRA_OP_AT: ("extra-op",)}, SCRATCH_COMMITS)
 
 
 def _scratch_results(root, commits: list[str], step_at: int | None):
@@ -556,3 +530,66 @@ def test_confirm_refuses_a_repository_without_the_results_commits(tmp_path, caps
                  "--confirm"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "is not in --repo" in err and "asv ran on" in err
+
+
+# ------------------------------------- the study's windows, failing counts, real histories
+
+def test_the_study_counts_what_fails_apart_from_what_is_found_at_each_merge_window():
+    study = _history_study()
+    # Past the threshold with an interval that leaves out 1.0: gnnperf history's REGRESSION.
+    fails = history.Change(20, 20, 1.05, 1.02, 1.08, 0.001, 1.0, 1.05)
+    # Past it, but the interval reaches 1.0: inconclusive, found but not failing.
+    loose = history.Change(20, 20, 1.05, 0.98, 1.12, 0.2, 1.0, 1.05)
+    assert study.fails(fails, 0.03) and not study.fails(loose, 0.03)
+    got = study.tally([loose], 20, 20, 2, 0.03)
+    assert (got["found"], got["found_past_threshold"], got["found_fails"]) == (1, 1, 0)
+    # Two rises 6 commits apart inside a 10-commit ramp: two changes at a
+    # window of 5, one at 10 and at 20 (the window, not the ramp, decides).
+    values = [1.0] * 20 + [1.0 + 0.01 * k for k in range(1, 11)] + [1.1] * 20
+    for window, as_one in ((5, 0), (10, 1), (20, 1)):
+        changes = history.describe(values, [23, 29], merge_within=window)
+        got = study.tally(changes, 20, 29, 2, 0.03)
+        assert got["found"] == 1 and got["found_as_one"] == as_one, window
+
+
+def test_asvs_threshold_is_the_largest_of_every_pattern_that_matches(tmp_path):
+    pytest.importorskip("asv")
+    study = _history_study()
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text('{\n  // asv.conf.json takes comments\n  "regressions_thresholds": '
+                    '{"training\\\\.TrainStep\\\\.time_.*": 0.25, ".*peakmem_.*": 0.05, '
+                    '".*": 0.10}\n}')
+    figure = study.figure_entry("relative")
+    assert figure == f"{RELATIVE}('cora', 'baseline')"
+    assert study.asv_threshold(figure, conf) == 0.10  # only the catch-all matches
+    assert study.asv_threshold(study.figure_entry("raw"), conf) == 0.25
+    # A more specific, smaller threshold loses to the catch-all: asv takes the largest.
+    assert study.asv_threshold("suite.Mem.peakmem_step", conf) == 0.10
+    conf.write_text('{"regressions_thresholds": {"training\\\\..*": 0.2}}')
+    assert study.asv_threshold("other.x", conf) == 0.05  # none matches: asv's default
+
+
+def test_the_real_curve_reads_a_scratch_history_as_gnnperf_history_does(tmp_path):
+    study = _history_study()
+    n, first, last = 20, 6, 15
+    pct = [0.0 if i < first else float(min(i, last) - first + 1) for i in range(1, n + 1)]
+    commits = _commits(n)
+    values = [float(v) * (1 + p / 100) for v, p in zip(_noise(n, seed=3), pct)]
+    folder = tmp_path / "ramp"
+    results = folder / "repo" / ".asv" / "results"
+    _write_results(results, commits, [0.02] * n, [0.01] * n, [98] * n, relative=values)
+    (folder / "run.json").write_text(json.dumps({"commits": [
+        {"commit": c, "index": i + 1, "busy_wait_us": 0.0, "busy_wait_pct": p}
+        for i, (c, p) in enumerate(zip(commits, pct))]}))
+    rows = study.read_history(folder, [5, 10, 20], 2, 0.03)
+    assert [(r["case"], r["kind"], r["ramp"], r["points"]) for r in rows] == [
+        ("baseline@cora", "ramp", [first, last], n)]
+    reading = rows[0]["windows"]["10"]["gnnperf history"]
+    assert reading["found"] == reading["found_fails"] == 1
+    assert any(a["word"] == "REGRESSION" and first - 2 <= a["commit"] <= last + 2
+               for a in reading["alerts"])
+    summary = study.summarise(rows)
+    row = next(r for r in summary if r["method"] == "gnnperf history" and r["merge_within"] == 10)
+    assert (row["ramps"], row["found"], row["aa_histories"]) == (1, 1, 0)
+    table = study.format_real(summary, [])
+    assert "| baseline@cora | - | - | - | 1/1; 1/1; " in table  # no A/A history: no rate
