@@ -99,10 +99,12 @@ def make_model_repo(path: Path, slower_head: bool = False) -> Path:
 __all__ = ["MODEL", "PACKAGE", "SLOWER", "make_model_repo"]
 
 
-def faulted_history(dest: Path, faults_at: dict[int, tuple], commits: int) -> tuple[Path, list[str]]:
+def faulted_history(dest: Path, faults_at: dict[int, tuple[str, tuple]],
+                    commits: int) -> tuple[Path, list[str]]:
     """A copy of this checkout as a git repository at :obj:`dest`: GOOD,
     then :obj:`commits` commits, commit ``n`` injecting
-    ``gnnperf.gate.faults.inject(repo, *faults_at[n])`` where given (each
+    ``gnnperf.gate.faults.inject(repo, *args)`` where ``faults_at[n]`` is
+    ``(what it does, args)``, its subject ``commit n: <what it does>`` (each
     commit also appends to NOTES, so none is empty). Returns the repository
     and its commits, GOOD first."""
     import os
@@ -123,8 +125,9 @@ def faulted_history(dest: Path, faults_at: dict[int, tuple], commits: int) -> tu
     for n in range(1, commits + 1):
         subject = f"commit {n}"
         if n in faults_at:
-            faults.inject(repo, *faults_at[n])
-            subject += f": {' '.join(map(str, faults_at[n]))}"
+            does, args = faults_at[n]
+            faults.inject(repo, *args)
+            subject += f": {does}"
         with open(repo / "NOTES", "a") as notes:
             notes.write(f"{n}\n")
         git("add", "-A")

@@ -315,8 +315,9 @@ def throwaway_repo(tmp_path_factory):
     :data:`SLOWDOWN_AT`-th making baseline's step 30% slower."""
     from standin import faulted_history
     repo, _ = faulted_history(tmp_path_factory.mktemp("bisect") / "repo",
-                              {EXTRA_OP_AT: ("extra-op",),
-                               SLOWDOWN_AT: ("slowdown", "baseline", 0.3)}, COMMITS)
+                              {EXTRA_OP_AT: ("one more op per step", ("extra-op",)),
+                               SLOWDOWN_AT: ("baseline 30% slower",
+                                             ("slowdown", "baseline", 0.3))}, COMMITS)
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(repo), *args], check=True,

@@ -373,7 +373,8 @@ SCRATCH_COMMITS, EXTRA_OP_AT = 9, 5
 def scratch_repo(tmp_path_factory):
     from standin import faulted_history
     return faulted_history(tmp_path_factory.mktemp("history") / "repo",
-                           {EXTRA_OP_AT: ("extra-op",)}, SCRATCH_COMMITS)
+                           {EXTRA_OP_AT: ("one more op per step", ("extra-op",))},
+                           SCRATCH_COMMITS)
 
 
 def _scratch_results(root, commits: list[str], step_at: int | None):
