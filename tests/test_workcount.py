@@ -64,6 +64,18 @@ def test_op_counter_counts_one_call_per_op():
     assert counts == {"aten.add": 1, "aten.mul": 1, "aten.sum": 1}
 
 
+def test_profile_self_times_are_per_step_and_cover_the_step():
+    # The gate's explanation reads each op's self time and calls per step
+    # from this profile; calls are exact, times only positive.
+    from gnnperf.measure.workcount import BETWEEN_OPS, profile_self_times
+    x = torch.ones(3)
+    found = profile_self_times(lambda: (x + 1).mul(2), steps=4)
+    assert found["steps"] == 4 and found["wall_us"] > 0 and found["cpu_us"] >= 0
+    assert found["ops"]["aten::add"]["calls"] == 1 and found["ops"]["aten::mul"]["calls"] == 1
+    assert BETWEEN_OPS in found["ops"]
+    assert all(op["self_us"] >= 0 for op in found["ops"].values())
+
+
 def test_measure_work_of_a_compiled_variant_has_no_recompiles(small_graph):
     pytest.importorskip("torch._inductor")
     case = prepare(Case("compiled", "synthetic-10k"), small_graph)

@@ -84,6 +84,11 @@ def add_parsers(sub) -> None:
     gate.add_argument("--no-work", action="store_true", help="time gate only")
     gate.add_argument("--accept-work-change", action="store_true",
                       help="report work-metric changes without failing on them")
+    gate.add_argument("--explain", action="store_true",
+                      help="profile each arm's step and say what moved (ops' self time, "
+                           "common or particular shift, per-op overhead) even when the gate "
+                           "passes; by default only a regression or a work change is "
+                           "explained")
     gate.add_argument("--json", type=Path, help="write samples, verdicts and work metrics here")
     gate.add_argument("--markdown", type=Path,
                       help="write the reviewer's table here (e.g. $GITHUB_STEP_SUMMARY)")
@@ -209,7 +214,8 @@ def gate_command(args: argparse.Namespace) -> int:
         sample_ms=args.sample_ms,
         clock=args.clock, threshold=args.threshold, alpha=args.alpha,
         time_gate=not args.no_time, work_gate=not args.no_work,
-        accept_work_change=args.accept_work_change, pin_cpus=not args.no_pin)
+        accept_work_change=args.accept_work_change, pin_cpus=not args.no_pin,
+        explain="always" if args.explain else "changes")
     result = run_gate(options, _log(args.quiet))
     print(result.text)
     if args.json:

@@ -13,10 +13,15 @@ from gnnperf.measure.case import DEFAULT_DATASETS, DEFAULT_MODEL, Case, default_
 from gnnperf.data import check_dataset_name
 from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
+from gnnperf.gate import explain as explainer
 from gnnperf.gate.arms import Arm, ArmProbe
-from gnnperf.gate.report import format_time, format_work, markdown
+from gnnperf.gate.report import format_explain, format_time, format_work, markdown
 from gnnperf.gate.stats import TimeSamples, adaptive_budget, decide, inconclusive
 from gnnperf.gate.work import compare_work
+
+
+#: When a gate run explains what moved (:attr:`GateOptions.explain`).
+EXPLAIN_WHEN = ("never", "changes", "always")
 
 
 @dataclass
@@ -67,6 +72,13 @@ class GateOptions:
             :func:`~gnnperf.gate.arms.run_arms`).
         cases (list): Explicit :class:`~gnnperf.measure.case.Case` s instead of
             :obj:`variants` x :obj:`datasets`.
+        explain (str): When to explain what moved
+            (:mod:`gnnperf.gate.explain`: each arm's step profiled, the
+            shift grouped, the per-op overhead): ``changes`` (``gnnperf
+            gate``'s default) when a case regressed or changed its work, so
+            a passing gate costs nothing more; ``always`` every case
+            (``--explain``); ``never`` (the default here: bisect's and the
+            history's gate runs are searches, not reports).
     """
     base: str | None = None
     base_dir: str | None = None
@@ -90,6 +102,7 @@ class GateOptions:
     pin_cpus: bool = True
     cases: list[Case] = field(default_factory=list)
     library_subdir: str = ""
+    explain: str = "never"
 
     def validate(self) -> None:
         if self.processes < 3 or self.rounds < 3:
@@ -103,6 +116,8 @@ class GateOptions:
             raise GnnperfError("need 0 <= --threshold < 1 and 0 < --alpha < 1")
         if self.sample_ms <= 0:
             raise GnnperfError("--sample-ms must be > 0")
+        if self.explain not in EXPLAIN_WHEN:
+            raise GnnperfError(f"explain={self.explain!r}: use one of {', '.join(EXPLAIN_WHEN)}")
         if not (self.time_gate or self.work_gate):
             raise GnnperfError("--no-time and --no-work together leave nothing to compare")
         for python in (self.base_python, self.head_python):
@@ -426,6 +441,7 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
             undecided = report["time"]["inconclusive"]
             text.append("time gate: passed" + (f" ({len(undecided)} inconclusive: "
                                                f"{', '.join(undecided)})" if undecided else ""))
+    _explain(options, arms, cases, report, text, log)
     removed, new, unavailable, head_failed, base_failed = [], [], {}, {}, {}
     for case in names:
         mine = states.get(case, {})
@@ -462,6 +478,32 @@ def compare_arms(options: GateOptions, arms: dict[str, Arm], cases: list[Case],
                   or report.get("time", {}).get("failed"))
     report["failed"] = failed
     return GateResult(failed, "\n".join(text), report)
+
+
+def _explain(options: GateOptions, arms: dict[str, Arm], cases: list[Case], report: dict,
+             text: list[str], log: Callable[[str], None]) -> None:
+    """Adds the explanation of what moved (``report["explain"]`` and its
+    text) as :attr:`GateOptions.explain` says; a failure to explain is
+    reported, and never changes the verdict."""
+    if options.explain == "never":
+        return
+    verdicts = report.get("time", {}).get("verdicts", [])
+    rows = report.get("work", {}).get("rows", [])
+    always = options.explain == "always"
+    wanted = explainer.to_explain(verdicts, rows, always)
+    if not wanted and not always:
+        return
+    ops = {}
+    for case, entry in zip(report["cases"], report.get("work", {}).get("base", [])):
+        if isinstance(entry, dict) and "exact" in entry:
+            ops[case] = entry["exact"]["aten_ops"]
+    try:
+        section = explainer.explain(arms, [c for c in cases if c.name in wanted], verdicts, ops,
+                                    options.alpha, options.pin_cpus, log)
+    except (GnnperfError, OSError) as exc:
+        section = {"error": str(exc)}
+    report["explain"] = section
+    text.append(format_explain(section))
 
 
 def default_head_dir(base: str | None, base_dir: str | None, base_python: str,

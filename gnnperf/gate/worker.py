@@ -19,7 +19,12 @@ non-finite loss). ``time`` prints ``{"ready": ..., "step_s": [...],
 "status": [...]}`` once prepared (``null`` status for a case it can time),
 then answers each request line ``{"case": i, "steps": n}`` with ``{"wall": s,
 "cpu": s}`` per step (or ``{"error": ...}`` when the block's loss is not
-finite), until ``{"quit": true}``.
+finite), until ``{"quit": true}``. ``profile`` prepares the cases as
+``time`` does and prints the same ready line, then answers ``{"case": i,
+"steps": n}`` with the CPU self time and calls per op of n steps
+(``workcount.profile_self_times``) and ``{"overhead": true}`` with the
+arm's per-op overhead (``workcount.empty_op_ns``): what the gate's
+explanation of a change reads in each arm's own environment.
 """
 from __future__ import annotations
 
@@ -81,8 +86,8 @@ def prepare_cases(args: argparse.Namespace, measure=None):
     instrument = Path(args.instrument)
     case_module = load_instrument(instrument / "measure", "case")
     errors = load_errors(instrument)
-    workcount = (load_instrument(instrument / "measure", "workcount") if args.mode == "work"
-                 else None)
+    workcount = (load_instrument(instrument / "measure", "workcount")
+                 if args.mode in ("work", "profile") else None)
     datasets: dict = {}
     prepared = []
     for text in json.loads(args.cases):
@@ -156,7 +161,9 @@ def layout_fingerprint() -> dict:
     return {"heap": id(object()), "mmap": mapping, "hash": hash("gnnperf layout")}
 
 
-def serve_time(args: argparse.Namespace) -> None:
+def _ready(args: argparse.Namespace) -> list:
+    """The cases prepared and given a few more warm steps, and the ready
+    line printed (a rough step time and a status per case)."""
     cases = prepare_cases(args)
     step_s, states = [], []
     for i, case in enumerate(cases):  # a few more warm steps, and a rough per-step time
@@ -173,11 +180,21 @@ def serve_time(args: argparse.Namespace) -> None:
             continue
         step_s.append(statistics.median(samples))
         states.append(None)
+    if args.mode == "profile":
+        # The profiler's first start in a process costs seconds (Kineto's
+        # set-up): paid here, off every profile that is compared.
+        load_instrument(Path(args.instrument) / "measure", "workcount").profile_self_times(
+            lambda: None)
     # The set-up's objects frozen: the collector's full passes inside a
     # sample walk only what the steps make.
     load_instrument(Path(args.instrument) / "measure", "case").freeze_collector()
     print(json.dumps({"ready": True, "step_s": step_s, "status": states,
                       "layout": layout_fingerprint()}), flush=True)
+    return cases
+
+
+def serve_time(args: argparse.Namespace) -> None:
+    cases = _ready(args)
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("quit"):
@@ -192,6 +209,28 @@ def serve_time(args: argparse.Namespace) -> None:
             print(json.dumps({"error": reason}), flush=True)
             continue
         print(json.dumps({"wall": per_step.wall, "cpu": per_step.cpu}), flush=True)
+
+
+def serve_profile(args: argparse.Namespace) -> None:
+    """Profiles on request: the step the time worker times (the same
+    prepared case, its synchronised step), in this arm's environment."""
+    cases = _ready(args)
+    workcount = load_instrument(Path(args.instrument) / "measure", "workcount")
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("quit"):
+            break
+        if request.get("overhead"):
+            print(json.dumps(workcount.empty_op_ns()), flush=True)
+            continue
+        case, steps = cases[request["case"]], request["steps"]
+        try:
+            found = workcount.profile_self_times(case.synced_step, steps)
+            case.check_loss(case.last_loss, steps)
+        except Exception as exc:  # noqa: BLE001 -- reported; the other cases go on
+            print(json.dumps({"error": status("error", exc)["reason"]}), flush=True)
+            continue
+        print(json.dumps(found), flush=True)
 
 
 def probe(tree: str, names: list[str]) -> dict:
@@ -235,7 +274,7 @@ def probe_then_read_cases(args: argparse.Namespace) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=("time", "work", "probe"), required=True)
+    parser.add_argument("--mode", choices=("time", "work", "probe", "profile"), required=True)
     parser.add_argument("--tree", required=True)
     parser.add_argument("--instrument", required=True)
     parser.add_argument("--cases", default="[]",
@@ -248,7 +287,7 @@ def main() -> None:
         return
     if args.probe is not None and not probe_then_read_cases(args):
         return
-    (work if args.mode == "work" else serve_time)(args)
+    {"work": work, "time": serve_time, "profile": serve_profile}[args.mode](args)
 
 
 if __name__ == "__main__":

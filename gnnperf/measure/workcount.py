@@ -41,6 +41,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import statistics
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -543,6 +545,79 @@ def profile_work(fn: Callable[[], object],
     return ProfiledWork(len(all_events) - len(events), allocated, peak, *host)
 
 
+#: The pseudo-op of :func:`profile_self_times` for the time a step spends
+#: outside every profiled event: Python between the ops (PyG's message
+#: passing, the loop), which no operator's self time holds.
+BETWEEN_OPS = "(between ops)"
+
+
+def profile_self_times(fn: Callable[[], object], steps: int = 1) -> dict[str, Any]:
+    r"""CPU self time and calls per operator of :obj:`steps` calls of
+    :obj:`fn`, per call, from the torch profiler (``key_averages()``: each
+    event's time less its children's, so the ops' self times add up to the
+    time the profiled events cover).
+
+    Returns ``{"steps": n, "wall_us": µs, "cpu_us": µs, "ops": {name:
+    {"self_us": µs, "calls": n}}}``, all per call of :obj:`fn`, with
+    :data:`BETWEEN_OPS` for the wall time no event covers; ``cpu_us`` is the
+    process's CPU time over the same calls (below ``wall_us`` when the core
+    ran other work meanwhile). The profiler's own cost per event is in the
+    self times, so two profiles compare fairly only under the same
+    profiler: their total beside the unprofiled time says how much it adds.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # see profile_work
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            fn()
+        cpu_us = (time.process_time() - start_cpu) * 1e6 / steps
+        wall_us = (time.perf_counter() - start) * 1e6 / steps
+    ops: dict[str, dict[str, float]] = {}
+    for event in prof.key_averages():
+        ops[event.key] = {"self_us": event.self_cpu_time_total / steps,
+                          "calls": event.count / steps}
+    covered = sum(op["self_us"] for op in ops.values())
+    ops[BETWEEN_OPS] = {"self_us": max(0.0, wall_us - covered), "calls": 0.0}
+    return {"steps": steps, "wall_us": wall_us, "cpu_us": cpu_us, "ops": ops}
+
+
+def empty_op_ns(calls: int = 2000, repeats: int = 7) -> dict[str, Any]:
+    r"""The per-op overhead of this process's torch: median nanoseconds per
+    call of ops that do next to no work, each timed in :obj:`repeats`
+    loops of :obj:`calls` calls on the process's CPU clock (time the core
+    gave other processes is not counted: the figure holds on a shared
+    machine).
+
+    ``add_ns``: ``torch.add`` of two 1-element tensors (the dispatcher, an
+    output's allocation, a one-element kernel); ``empty_ns``:
+    ``torch.empty(0)`` (the dispatcher and a tensor's creation);
+    ``add_grad_ns``: the add with an operand that requires grad (autograd's
+    node on top, as a training step's forward ops pay it). A change in
+    these between two environments is a change in every op's fixed cost
+    (dispatch, allocator, the build), whatever the op computes.
+    """
+    a, b = torch.ones(1), torch.ones(1)
+    w = torch.ones(1, requires_grad=True)
+    add, empty = torch.add, torch.empty
+
+    def median_ns(fn, *args) -> float:
+        for _ in range(calls // 10):  # warm: first calls pay lookups and caches
+            fn(*args)
+        loops = []
+        for _ in range(repeats):
+            start = time.process_time_ns()
+            for _ in range(calls):
+                fn(*args)
+            loops.append((time.process_time_ns() - start) / calls)
+        return statistics.median(loops)
+
+    return {"add_ns": median_ns(add, a, b), "empty_ns": median_ns(empty, 0),
+            "add_grad_ns": median_ns(add, w, b), "threads": torch.get_num_threads(),
+            "torch": torch.__version__}
+
+
 def measure_work(case: "PreparedCase") -> WorkMetrics:
     """The work metrics of one step of :obj:`case` (three instrumented steps:
     op count, FLOPs, profiler; each on the same batch)."""
@@ -599,7 +674,7 @@ def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str,
             if base.get(name) != head.get(name)]
 
 
-__all__ = ["EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "PlaceWork", "ProfiledWork", "TRANSFER",
-           "WorkMetrics", "compare_exact", "count_flops", "count_ops", "count_work",
-           "eager_counting", "measure_work", "op_accesses", "op_flops", "op_place", "op_traffic",
-           "profile_work", "tensor_bytes", "work_metrics"]
+__all__ = ["BETWEEN_OPS", "EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "PlaceWork", "ProfiledWork",
+           "TRANSFER", "WorkMetrics", "compare_exact", "count_flops", "count_ops", "count_work",
+           "eager_counting", "empty_op_ns", "measure_work", "op_accesses", "op_flops", "op_place",
+           "op_traffic", "profile_self_times", "profile_work", "tensor_bytes", "work_metrics"]
