@@ -326,7 +326,11 @@ class EnvironmentGuard:
         beside it)."""
         found = []
         share = self.cpu.background_share
-        if share > BACKGROUND_CPU_TOLERANCE and not modes_only:
+        # On CUDA the autograd engine runs backward on a device thread of its
+        # own, whose CPU time is the step's: the share is judged on CPU only
+        # (the thread count and the modes still are on every device;
+        # unverified on a GPU).
+        if share > BACKGROUND_CPU_TOLERANCE and not modes_only and device.type == "cpu":
             found.append(f"other threads used {share:.0%} of the process's CPU time over the "
                          f"timed blocks (process {self.cpu.process_s:.3g} s, the timing "
                          f"thread {self.cpu.thread_s:.3g} s; tolerance "

@@ -269,7 +269,7 @@ def write_adopting_suite(repo: Path, *, project: str, branches: list[str], model
     folder = top / ADOPTED_DIR
     conf_path = folder / "asv.conf.json"
     if conf_path.exists() and not force:
-        raise GnnperfError(f"{conf_path} exists; pass --force (force=True) to write it again")
+        raise GnnperfError(f"{conf_path} exists; give --force to write it again")
     suite = suite_config()
     conf = config(suite, "..", project, branches, _python(python),
                   f"{{conf_dir}}/{CONSTRAINTS_FILE}", requirement)

@@ -280,7 +280,7 @@ def test_the_suites_settings_file_is_the_one_write_adopting_suite_writes(monkeyp
 @pytest.mark.parametrize("what, message", [
     ("not-a-repo", "not a git repository with a working tree; give the top folder"),
     ("subfolder", "is inside the git repository"),
-    ("exists", "exists; pass --force"),
+    ("exists", "exists; give --force"),
     ("unknown-model", "unknown model 'nosuch'"),
     ("unimportable-model", "cannot import nopkg"),
     ("no-branch", "give at least one branch"),

@@ -228,3 +228,16 @@ def test_the_history_figure_fails_naming_a_background_thread_or_a_global_mode(
     message = str(failed.value)
     assert named in message and "TrainStepOverReference(cora, baseline)" in message, message
     assert "\n" not in message
+
+
+def test_the_background_share_is_judged_on_cpu_only():
+    # CUDA's backward runs on the autograd engine's device thread: its CPU
+    # time is the step's, not a stranger's (unverified on a GPU).
+    from types import SimpleNamespace
+
+    from benchmarks.relative import BACKGROUND_CPU_TOLERANCE, EnvironmentGuard
+    guard = EnvironmentGuard()
+    guard.cpu = SimpleNamespace(background_share=BACKGROUND_CPU_TOLERANCE * 10,
+                                process_s=1.0, thread_s=0.5)
+    assert any("other threads used" in f for f in guard.findings(torch.device("cpu")))
+    assert not any("other threads used" in f for f in guard.findings(torch.device("cuda")))

@@ -305,3 +305,97 @@ def test_only_commits_after_the_last_measured_one_at_most_n():
     assert select(HISTORY, {HISTORY[15]}, 1) == HISTORY[:1]
     with pytest.raises(Exception, match="at least 1"):
         select(HISTORY, set(), 0)
+
+
+def test_a_file_that_is_no_asv_result_is_refused_not_a_crash(tmp_path):
+    source, history = tmp_path / "run", tmp_path / "history"
+    (source / "m").mkdir(parents=True)
+    commit, other = hashlib.sha1(b"a").hexdigest(), hashlib.sha1(b"b").hexdigest()
+    good = _result(commit, {"a.time_x": [[1.0], [["1"]], "1"]})
+    (source / "m" / f"{commit[:8]}-env.json").write_text(json.dumps(good))
+    bad = {f"{other[:8]}-named.json": _result(commit, {}),  # another commit's name
+           f"{other[:8]}-rows.json": {**_result(other, {}), "results": {"x": 5}},
+           f"{other[:8]}-cols.json": {**_result(other, {}), "result_columns": "result"},
+           f"{other[:8]}-deep.json": "[" * 100_000 + "]" * 100_000}
+    for name, data in bad.items():
+        (source / "m" / name).write_text(data if isinstance(data, str) else json.dumps(data))
+    report = nightly.merge_results(source, history)
+    assert report.added == [f"m/{commit[:8]}-env.json"]
+    assert sorted(report.refused) == sorted(f"m/{name}" for name in bad)
+    # Merged again (a second run of the same), still whole and unchanged.
+    assert nightly.merge_results(source, history).unchanged == [f"m/{commit[:8]}-env.json"]
+
+
+def test_a_stale_copy_never_reverts_a_newer_value_nor_another_machines(tmp_path):
+    commit = hashlib.sha1(b"c").hexdigest()
+    name = f"{commit[:8]}-env.json"
+    newer = _result(commit, {"a.time_x": [[2.0], [["1"]], "1", 200]})
+    stale = _result(commit, {"a.time_x": [[1.0], [["1"]], "1", 100]})
+    history = tmp_path / "history"
+    for data, folder in ((newer, "first"), (stale, "second")):
+        (tmp_path / folder / "m").mkdir(parents=True)
+        (tmp_path / folder / "m" / name).write_text(json.dumps(data))
+        (tmp_path / folder / "other").mkdir()
+        (tmp_path / folder / "other" / name).write_text(json.dumps(data))
+        nightly.merge_results(tmp_path / folder, history, machine="m")
+    assert json.loads((history / "m" / name).read_text())["results"]["a.time_x"][0] == [2.0]
+    assert not (history / "other").exists()
+
+
+def test_store_creates_the_branch_then_adds_to_it_and_survives_a_lost_race(tmp_path):
+    origin, clone = tmp_path / "origin.git", tmp_path / "clone"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(tmp_path, "clone", "-q", str(origin), str(clone))
+    _git(clone, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty",
+         "-m", "c")
+    _git(clone, "push", "-q", "origin", "main")
+
+    def run_of(label: bytes) -> Path:
+        commit = hashlib.sha1(label).hexdigest()
+        folder = tmp_path / f"run-{label.decode()}"
+        (folder / MACHINE).mkdir(parents=True)
+        (folder / MACHINE / f"{commit[:8]}-env.json").write_text(
+            json.dumps(_result(commit, {"a.time_x": [[1.0], [["1"]], "1"]})))
+        return folder
+
+    assert "pushed" in nightly.store(run_of(b"1"), clone, BRANCH, machine=MACHINE)
+    # Another clone pushes between this one's fetch and its push: the push is
+    # rejected, and the store fetches, merges again and pushes.
+    other = tmp_path / "other"
+    _git(tmp_path, "clone", "-q", str(origin), str(other))
+    real_run = nightly._git_run
+    lost = []
+
+    def racing(repo, *args, remote=False):
+        if args[:1] == ("push",) and not lost:
+            lost.append(1)
+            nightly._git_run = real_run
+            try:
+                nightly.store(run_of(b"2"), other, BRANCH, machine=MACHINE)
+            finally:
+                nightly._git_run = racing
+            rejected = real_run(repo, *args, remote=remote)
+            assert rejected.returncode != 0  # the race was lost
+            return rejected
+        return real_run(repo, *args, remote=remote)
+
+    nightly._git_run = racing
+    try:
+        assert "pushed" in nightly.store(run_of(b"3"), clone, BRANCH, machine=MACHINE)
+    finally:
+        nightly._git_run = real_run
+    names = _git(origin, "ls-tree", "-r", "--name-only", BRANCH).split()
+    assert len([n for n in names if n.startswith(f"results/{MACHINE}/")]) == 3
+    # Committing locally twice builds on the local branch.
+    for label in (b"4", b"5"):
+        nightly.store(run_of(label), clone, "local-results", push=False, machine=MACHINE)
+    local = _git(clone, "ls-tree", "-r", "--name-only", "local-results").split()
+    assert len([n for n in local if n.startswith(f"results/{MACHINE}/")]) == 2
+
+
+def test_the_schedule_runs_the_nightly_and_publishes():
+    # A scheduled event carries no repository object: the default-branch
+    # check must not be the only way in.
+    jobs = load(NIGHTLY)["jobs"]
+    for job in ("plan", "publish"):
+        assert "github.event_name == 'schedule' ||" in jobs[job]["if"], job

@@ -25,7 +25,7 @@ import pytest
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflow files")
 
 from gnnperf.ci import policy  # noqa: E402
-from gnnperf.ci.workflows import GNNPERF_SETTINGS, render  # noqa: E402
+from gnnperf.ci.workflows import gnnperf_settings, render, unpinned  # noqa: E402
 from workflow_steps import (apply_github_files, clean_env, load,  # noqa: E402
                             machine_find_links, setup_python_stand_in, uses)
 
@@ -184,6 +184,7 @@ def _broken(change) -> list[str]:
 @pytest.mark.parametrize("change, says", [
     (lambda w: w["on"].update(pull_request={}), "triggered by pull_request"),
     (lambda w: w["on"].update(issue_comment={}), "triggered by issue_comment"),
+    (lambda w: w["on"].update(issues={}), "triggered by issues"),
     (lambda w: w["on"].update(pull_request_target={}), "pull_request_target"),
     (lambda w: w["jobs"]["gate"].pop("if"), "vars.GNNPERF_GPU_RUNNER"),
     (lambda w: w["jobs"]["gate"].update(permissions={"contents": "write"}), "read-only"),
@@ -219,6 +220,39 @@ def test_the_policy_finds_each_broken_rule(change, says):
     assert any(says in m for m in found), found
 
 
+@pytest.mark.parametrize("runs_on", [["linux", "gpu"], {"group": "gpu-box"},
+                                     "${{ vars.RUNNER }}", ["self-hosted"]])
+@pytest.mark.parametrize("event", ["pull_request", "issues", "fork", "workflow_run"])
+def test_any_runner_github_does_not_host_is_kept_from_other_events(runs_on, event):
+    def change(w):
+        w["on"] = {event: {}}
+        w["jobs"]["gate"]["runs-on"] = runs_on
+    found = _broken(change)
+    assert any(f"triggered by {event}" in m for m in found), found
+
+
+def test_a_reusable_workflow_with_a_gpu_job_is_kept_from_pull_requests(tmp_path):
+    flows = tmp_path / ".github" / "workflows"
+    flows.mkdir(parents=True)
+    gpu = json.loads(json.dumps(_SAFE_GATE))
+    gpu["on"] = {"workflow_call": {}}
+    caller = {"on": {"pull_request": {}}, "permissions": {},
+              "jobs": {"call": {"uses": "./.github/workflows/gpu.yml"},
+                       "remote": {"uses": "someone/repo/.github/workflows/x.yml@main"}}}
+    (flows / "gpu.yml").write_text(yaml.safe_dump(gpu))
+    (flows / "ci.yml").write_text(yaml.safe_dump(caller))
+    found = [str(f) for f in policy.check_repository(tmp_path)]
+    assert any("calls ./.github/workflows/gpu.yml" in f for f in found), found
+    assert any("pin the reusable workflow" in f for f in found), found
+
+
+@pytest.mark.parametrize("line", ["pip install 'torch>=2.5'", "pip install torch~=2.5 numpy",
+                                  "pip download torch"])
+def test_torch_from_no_explicit_index_is_found(line):
+    found = _broken(lambda w: w["jobs"]["gate"]["steps"].append({"run": line}))
+    assert any("torch without --index-url" in m for m in found), found
+
+
 def test_the_policy_found_main_s_unsafe_gpu_workflow():
     # The GPU workflow as it was: a pull_request trigger with the "gpu-ok"
     # label as the only guard, a workflow-level concurrency group, a shared
@@ -249,9 +283,19 @@ def test_dependabot_keeps_the_action_pins(tmp_path):
 
 @pytest.mark.parametrize("name", ["gpu-gate.yml", "nightly.yml"])
 def test_gnnperf_runs_the_workflows_it_gives_adopters(name):
-    assert (WORKFLOWS / name).read_text() == render(name, GNNPERF_SETTINGS), (
+    # Pins aside: Dependabot raises them here, and adopters' Dependabot in theirs.
+    assert unpinned((WORKFLOWS / name).read_text()) == unpinned(render(name, gnnperf_settings())), (
         f"{name} differs from gnnperf/ci/templates/{name}: edit the template and render it "
-        f"(gnnperf.ci.workflows.render(name, GNNPERF_SETTINGS))")
+        f"(gnnperf.ci.workflows.render(name, gnnperf_settings()))")
+
+
+def test_a_raised_pin_is_still_the_template():
+    text = render("gpu-gate.yml", gnnperf_settings())
+    raised = re.sub(r"(actions/checkout@)[0-9a-f]{40} # v4\.4\.0", r"\g<1>" + "f" * 40 + " # v4.5.0",
+                    text)
+    assert raised != text and unpinned(raised) == unpinned(text)
+    assert unpinned(text.replace("cancel-in-progress: false", "cancel-in-progress: true")) != \
+        unpinned(text)
 
 
 def test_gpu_workflows_set_up_the_python_asv_builds_from():

@@ -182,7 +182,11 @@ class Runner:
                 continue
             if action:
                 assert action in self.actions, f"no stand-in for {action}"
-                self.actions[action](step, env)
+                try:
+                    self.actions[action](step, env)
+                except StepFailed:
+                    if not step.get("continue-on-error"):
+                        raise
                 continue
             script = step["run"]
             assert "${{" not in script, f"{name}: a GitHub expression inside a script"

@@ -22,12 +22,16 @@ that holds gnnperf without its dependencies.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,6 +161,10 @@ def merge_rows(old: dict, new: dict) -> dict:
     nothing. Another benchmark version replaces the row, as asv does."""
     if not _has_values(new):
         return old
+    if (_has_values(old) and isinstance(old.get("started_at"), (int, float))
+            and isinstance(new.get("started_at"), (int, float))
+            and new["started_at"] < old["started_at"]):
+        return old  # an older measurement (a stale copy) never replaces a newer one
     if not _has_values(old) or old.get("version") != new.get("version"):
         return new
     merged = dict(new)
@@ -206,28 +214,47 @@ def _write_json(path: Path, data: dict) -> None:
     write_atomic(path, (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode())
 
 
-def _check_result(data: dict) -> None:
+def _check_result(data: dict, name: str) -> None:
+    """Raises ValueError unless :obj:`data` has the shape of asv's result
+    file (format 2) named :obj:`name`: what :func:`merge_result_file` reads."""
     commit = data.get("commit_hash")
     if not isinstance(commit, str) or not _COMMIT.match(commit):
         raise ValueError("no commit_hash")
-    if not isinstance(data.get("results"), dict):
+    if not name.startswith(commit[:8] + "-"):
+        raise ValueError("the file's name is another commit's")
+    columns = data.get("result_columns")
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError("no result_columns")
+    results = data.get("results")
+    if not isinstance(results, dict):
         raise ValueError("no results")
+    for row in results.values():
+        if not isinstance(row, list) or len(row) > len(columns):
+            raise ValueError("a row that is not a list of the columns")
+        for column, value in zip(columns, row):
+            if column in _PER_PARAMETER and value is not None and not isinstance(value, list):
+                raise ValueError(f"{column} is not a list")
+    if not isinstance(data.get("durations", {}), dict):
+        raise ValueError("durations is not a mapping")
 
 
-def merge_results(source: Path, history: Path) -> MergeReport:
+def merge_results(source: Path, history: Path, machine: str | None = None) -> MergeReport:
     """Merges asv's results tree :obj:`source` (one run's) into
     :obj:`history` (the results branch's ``results/``). Only what asv writes
     is taken: ``benchmarks.json`` at the top, and in each machine's folder
     its ``machine.json`` and result files, each parsed and checked; anything
     else (another name, a link, a file that is no asv result) is refused and
-    listed, never copied. Nothing in :obj:`history` is deleted."""
+    listed, never copied; with :obj:`machine`, another machine's folder is
+    refused too (one run measures one machine). Nothing in :obj:`history`
+    is deleted."""
     report = MergeReport()
     source, history = Path(source), Path(history)
     if not source.is_dir():
         raise GnnperfError(f"{source}: no results folder (did the run upload its results?)")
     for entry in sorted(source.iterdir()):
         name = entry.name
-        if entry.is_symlink() or not _SAFE_NAME.match(name):
+        if entry.is_symlink() or not _SAFE_NAME.match(name) or (
+                entry.is_dir() and machine is not None and name != machine):
             report.refused.append(name)
             continue
         if name == BENCHMARKS_FILE:
@@ -244,7 +271,7 @@ def _merge_benchmarks(path: Path, target: Path, report: MergeReport) -> None:
     try:
         new = _load_json(path)
         old = _load_json(target) if target.exists() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         report.refused.append(path.name)
         return
     merged = {**old, **new}  # benchmarks the run did not load stay described
@@ -263,16 +290,22 @@ def _merge_machine_file(path: Path, target: Path, report: MergeReport) -> None:
     try:
         new = _load_json(path)
         if path.name != MACHINE_FILE:
-            _check_result(new)
-    except ValueError:
+            _check_result(new, path.name)
+    except (ValueError, TypeError, RecursionError):
         report.refused.append(label)
         return
     if not target.exists():
         _write_json(target, new)
         report.added.append(label)
         return
-    old = json.loads(target.read_text(encoding="utf-8"))
-    merged = {**old, **new} if path.name == MACHINE_FILE else merge_result_file(old, new)
+    try:
+        old = _load_json(target)
+        if path.name != MACHINE_FILE:
+            _check_result(old, target.name)
+    except (ValueError, TypeError, RecursionError):
+        old = {}  # the history's file is unreadable: the run's replaces it
+    merged = ({**old, **new} if path.name == MACHINE_FILE or not old
+              else merge_result_file(old, new))
     if merged == old:
         report.unchanged.append(label)
         return
@@ -282,19 +315,37 @@ def _merge_machine_file(path: Path, target: Path, report: MergeReport) -> None:
 
 # --- the results branch ------------------------------------------------------
 
-def _git(repo: Path, *args: str, check: bool = True) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+#: The token a hosted job pushes the results branch with, handed to git for
+#: the remote's commands only (as actions/checkout's extraheader), so the
+#: checkout keeps no credentials while anything else runs.
+TOKEN_ENV = "GNNPERF_PUSH_TOKEN"
+
+
+def _git_run(repo: Path, *args: str, remote: bool = False) -> subprocess.CompletedProcess:
+    auth: list[str] = []
+    token = os.environ.get(TOKEN_ENV)
+    if remote and token:
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        auth = ["-c", f"http.extraheader=AUTHORIZATION: basic {basic}"]
+    return subprocess.run(["git", *auth, "-C", str(repo), *args], capture_output=True, text=True)
+
+
+def _git(repo: Path, *args: str, check: bool = True, remote: bool = False) -> str:
+    done = _git_run(repo, *args, remote=remote)
     if check and done.returncode != 0:
         raise GnnperfError(f"git {' '.join(args[:3])} failed: {done.stderr.strip()[-300:]}")
     return done.stdout.strip()
 
 
 def _remote_has(repo: Path, remote: str, branch: str) -> bool:
-    done = subprocess.run(["git", "-C", str(repo), "ls-remote", "--exit-code", "--heads",
-                           remote, branch], capture_output=True, text=True)
+    done = _git_run(repo, "ls-remote", "--exit-code", "--heads", remote, branch, remote=True)
     if done.returncode not in (0, 2):  # 2: no such branch; anything else: no remote
         raise GnnperfError(f"git ls-remote {remote} failed: {done.stderr.strip()[-300:]}")
     return done.returncode == 0
+
+
+#: What git says when another push moved the branch first: worth a retry.
+_LOST_RACE = ("non-fast-forward", "fetch first", "[rejected]", "stale info")
 
 
 _BRANCH_README = """\
@@ -309,57 +360,97 @@ measured. `asv publish` over `results/` draws the history.
 
 
 def store(source: Path, repo: Path, branch: str = DEFAULT_BRANCH, remote: str = "origin",
-          message: str = "nightly results", push: bool = True, attempts: int = 5) -> str:
+          message: str = "nightly results", push: bool = True, attempts: int = 5,
+          machine: str | None = None) -> str:
     """Merges the results tree :obj:`source` into :obj:`branch` of
-    :obj:`remote` (created as an orphan branch on the first run) and pushes
-    it; where another push got there first, fetches and merges again, up to
-    :obj:`attempts` times. Returns a line saying what was stored."""
+    :obj:`remote` (created as an orphan branch on the first run; with
+    ``push=False``, the local branch) and pushes it; where another push got
+    there first, fetches and merges again, up to :obj:`attempts` times. With
+    :obj:`machine`, only that machine's folder is taken. Returns a line
+    saying what was stored."""
     repo = Path(repo).resolve()
     for attempt in range(1, attempts + 1):
         with tempfile.TemporaryDirectory(prefix="gnnperf-results-") as tmp:
             tree = Path(tmp) / "branch"
-            exists = _remote_has(repo, remote, branch)
-            if exists:
-                _git(repo, "fetch", "--quiet", remote, f"+refs/heads/{branch}:refs/gnnperf/{branch}")
-                _git(repo, "worktree", "add", "--quiet", "--detach", str(tree), f"refs/gnnperf/{branch}")
+            if push and _remote_has(repo, remote, branch):
+                _git(repo, "fetch", "--quiet", remote,
+                     f"+refs/heads/{branch}:refs/gnnperf/{branch}", remote=True)
+                start = f"refs/gnnperf/{branch}"
+            elif not push and _git(repo, "rev-parse", "--verify", "--quiet",
+                                   f"refs/heads/{branch}", check=False):
+                start = f"refs/heads/{branch}"
             else:
-                _git(repo, "worktree", "add", "--quiet", "--detach", str(tree))
-                _git(tree, "checkout", "--quiet", "--orphan", "gnnperf-results-orphan")
-                _git(tree, "rm", "-r", "-q", "--force", "--ignore-unmatch", ".")
-                (tree / "README.md").write_text(_BRANCH_README)
+                start = None
+            _git(repo, "worktree", "add", "--quiet", "--detach", str(tree),
+                 *([start] if start else []))
             try:
-                report = merge_results(source, tree / RESULTS_FOLDER)
+                if start is None:  # the first run: an orphan commit of its own
+                    _git(tree, "checkout", "--quiet", "--orphan", f"gnnperf-results-{os.getpid()}-{attempt}")
+                    _git(tree, "rm", "-r", "-q", "--force", "--ignore-unmatch", ".")
+                    (tree / "README.md").write_text(_BRANCH_README)
+                report = merge_results(source, tree / RESULTS_FOLDER, machine)
                 _git(tree, "add", "-A")
                 if not _git(tree, "status", "--porcelain"):
                     return f"{branch}: nothing new ({report.describe()})"
                 _git(tree, "-c", "user.name=gnnperf-results",
                      "-c", "user.email=gnnperf-results@users.noreply.github.com",
                      "commit", "--quiet", "-m", f"{message}: {report.describe()}")
+                head = _git(tree, "rev-parse", "HEAD")
                 if not push:
-                    _git(repo, "update-ref", f"refs/heads/{branch}", _git(tree, "rev-parse", "HEAD"))
+                    _git(repo, "update-ref", f"refs/heads/{branch}", head)
                     return f"{branch}: committed locally ({report.describe()})"
-                pushed = subprocess.run(["git", "-C", str(tree), "push", "--quiet", remote,
-                                         f"HEAD:refs/heads/{branch}"], capture_output=True, text=True)
+                pushed = _git_run(tree, "push", "--quiet", remote, f"{head}:refs/heads/{branch}",
+                                  remote=True)
                 if pushed.returncode == 0:
                     return f"{branch}: pushed ({report.describe()})"
-                if attempt == attempts:
-                    raise GnnperfError(f"push to {remote} {branch} failed {attempts} times: "
+                if attempt == attempts or not any(s in pushed.stderr for s in _LOST_RACE):
+                    raise GnnperfError(f"push to {remote} {branch} failed (attempt {attempt}): "
                                        f"{pushed.stderr.strip()[-300:]}")
             finally:
                 _git(repo, "worktree", "remove", "--force", str(tree), check=False)
+                if start is None:
+                    _git(repo, "branch", "-D", f"gnnperf-results-{os.getpid()}-{attempt}",
+                         check=False)
+        time.sleep(min(2 ** attempt, 30))  # another push won: let it land, then merge again
     raise AssertionError("unreachable")
 
 
-def seed(history: Path, results_dir: Path) -> int:
+def _digests(folder: Path) -> dict[str, str]:
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*.json")) if path.is_file()}
+
+
+def seed(history: Path, results_dir: Path, manifest: Path | None = None) -> int:
     """Copies the results branch's ``results/`` (:obj:`history`, absent on a
     first run) into asv's :obj:`results_dir`, so ``--skip-existing-commits``
-    and :func:`select` see what is measured; returns the files copied."""
+    and :func:`select` see what is measured; with :obj:`manifest`, writes
+    there what each copied file held, for :func:`collect`. Returns the
+    files copied."""
     history, results_dir = Path(history), Path(results_dir)
-    if not history.is_dir():
-        return 0
     results_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(history, results_dir, dirs_exist_ok=True)
-    return sum(1 for p in history.rglob("*.json"))
+    if history.is_dir():
+        shutil.copytree(history, results_dir, dirs_exist_ok=True)
+    if manifest is not None:
+        Path(manifest).write_text(json.dumps(_digests(results_dir)))
+    return sum(1 for p in history.rglob("*.json")) if history.is_dir() else 0
+
+
+def collect(results_dir: Path, machine: str, manifest: Path, out: Path) -> int:
+    """Copies into :obj:`out` what the run measured: ``benchmarks.json`` and
+    :obj:`machine`'s files that are new or changed since :func:`seed` wrote
+    :obj:`manifest`, so the upload holds this run's values only (never a
+    stale copy of the history, nor another machine's). Returns the files."""
+    seeded = json.loads(Path(manifest).read_text()) if Path(manifest).is_file() else {}
+    results_dir, out = Path(results_dir), Path(out)
+    copied = 0
+    for name, digest in _digests(results_dir).items():
+        top = Path(name).parts[0]
+        if (top != machine and name != BENCHMARKS_FILE) or seeded.get(name) == digest:
+            continue
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(results_dir / name, out / name)
+        copied += 1
+    return copied
 
 
 # --- the command -------------------------------------------------------------
@@ -391,11 +482,19 @@ def add_steps(parser: argparse.ArgumentParser) -> None:
     sow.add_argument("--history", type=Path, required=True,
                      help="the results branch's results/ folder (absent: a first run)")
     sow.add_argument("--results", type=Path, required=True, help="asv's results folder")
+    sow.add_argument("--manifest", type=Path,
+                     help="write what was copied here, for the collect step")
+    gather = steps.add_parser("collect", help="copy what this run measured, for the upload")
+    gather.add_argument("--results", type=Path, required=True, help="asv's results folder")
+    gather.add_argument("--machine", required=True, help="asv's --machine name")
+    gather.add_argument("--manifest", type=Path, required=True, help="what seed wrote")
+    gather.add_argument("--out", type=Path, required=True, help="a new folder to upload")
     keep = steps.add_parser("store", help="merge a run's results into the results branch, push")
     keep.add_argument("--from", dest="source", type=Path, required=True,
                       help="the run's asv results folder (the nightly's artifact)")
     keep.add_argument("--repo", type=Path, default=Path("."),
                       help="a clone whose remote receives the branch (default: here)")
+    keep.add_argument("--machine", help="take this machine's folder only (the run's)")
     keep.add_argument("--branch", default=DEFAULT_BRANCH, help="(default: %(default)s)")
     keep.add_argument("--remote", default="origin", help="(default: %(default)s)")
     keep.add_argument("--message", default="nightly results", help="the commit's subject")
@@ -404,24 +503,27 @@ def add_steps(parser: argparse.ArgumentParser) -> None:
 
 def results_command(args: argparse.Namespace) -> int:
     if args.step == "select":
-        if args.output.parent and not args.output.parent.resolve().is_dir():
+        if not args.output.resolve().parent.is_dir():
             raise GnnperfError(f"--output {args.output}: folder {args.output.parent} does not exist")
         measured = measured_commits(args.results, args.machine)
         history = first_parent_commits(args.rev, args.repo)
         chosen = select(history, measured, args.limit)
         args.output.write_text("".join(f"{c}\n" for c in chosen), encoding="utf-8")
-        first = not any(any(c.startswith(m) or m.startswith(c) for m in measured) for c in history)
+        first = chosen == history[:1] and len(history) > 1 and not measured
         print(f"{len(measured)} commit(s) with results on {args.machine!r}; "
               f"{'first run: the tip only' if first else 'new since the last measured one'}; "
               f"benchmarking {len(chosen)} (at most {args.limit}): "
               + (" ".join(c[:12] for c in chosen) or "none, nothing new"))
     elif args.step == "seed":
-        copied = seed(args.history, args.results)
+        copied = seed(args.history, args.results, args.manifest)
         print(f"{copied} result file(s) from the results branch" if copied
               else "no results branch yet: a first run")
+    elif args.step == "collect":
+        print(f"{collect(args.results, args.machine, args.manifest, args.out)} file(s) measured "
+              f"by this run")
     else:
         print(store(args.source, args.repo, args.branch, args.remote, args.message,
-                    push=not args.no_push))
+                    push=not args.no_push, machine=args.machine))
     return 0
 
 
@@ -438,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["DEFAULT_BRANCH", "MergeReport", "add_parser", "first_parent_commits",
+__all__ = ["DEFAULT_BRANCH", "MergeReport", "TOKEN_ENV", "add_parser", "collect",
+           "first_parent_commits",
            "measured_commits", "merge_result_file", "merge_results", "merge_rows",
            "results_command", "seed", "select", "store"]
 

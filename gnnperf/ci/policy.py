@@ -43,12 +43,20 @@ from gnnperf.errors import GnnperfError
 UNTRUSTED_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_review",
                               "pull_request_review_comment", "issue_comment", "workflow_run",
                               "discussion_comment"})
+#: The only events a workflow with a self-hosted job may have: each runs this
+#: repository's own workflow file, started by someone with write access or
+#: by the repository itself. Anything else (an issue, a fork, a star, a
+#: comment, a pull request) is refused, not just the known-bad list above.
+TRUSTED_EVENTS = frozenset({"workflow_dispatch", "schedule", "push", "merge_group"})
+#: GitHub-hosted runner labels; any other runs-on (a custom label, a runner
+#: group, an expression) may reach a self-hosted machine.
+_HOSTED = re.compile(r"^(ubuntu|windows|macos)-[\w.-]+$")
 #: The repository variable that says a self-hosted GPU runner exists.
 GPU_VARIABLE = "GNNPERF_GPU_RUNNER"
 #: What a self-hosted job moves under $RUNNER_TEMP before it installs anything.
 ISOLATED_CACHES = ("HOME", "PIP_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "AGENT_TOOLSDIRECTORY")
 _FULL_SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
-_TORCH_PIP = re.compile(r"pip\s+(install|download)\b[^\n]*\btorch(==|\s|$|\")")
+_TORCH_PIP = re.compile(r"pip\s+(install|download)\b[^\n]*(?<![\w-])torch(?![\w-])")
 
 
 @dataclass(frozen=True)
@@ -63,18 +71,23 @@ class Finding:
         return f"{where}: {self.message}"
 
 
-def load_workflow(path: Path) -> dict:
-    """A workflow file, parsed (YAML 1.1 reads the key ``on`` as True)."""
+def parse_workflow(text: str, name: str) -> dict:
+    """A workflow's text, parsed (YAML 1.1 reads the key ``on`` as True)."""
     import yaml
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise GnnperfError(f"{path}: not valid YAML ({exc})") from None
+        raise GnnperfError(f"{name}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
-        raise GnnperfError(f"{path}: not a workflow (no mapping at the top)")
+        raise GnnperfError(f"{name}: not a workflow (no mapping at the top)")
     if True in data:
         data["on"] = data.pop(True)
     return data
+
+
+def load_workflow(path: Path) -> dict:
+    """A workflow file, parsed."""
+    return parse_workflow(Path(path).read_text(encoding="utf-8"), str(path))
 
 
 def triggers(workflow: dict) -> set[str]:
@@ -92,7 +105,16 @@ def labels(job: dict) -> list[str]:
 
 
 def self_hosted(job: dict) -> bool:
-    return "self-hosted" in labels(job)
+    """Whether the job may run on a machine GitHub does not host: any
+    ``runs-on`` other than GitHub-hosted labels (a runner group, a custom
+    label, an expression whose value the file does not fix)."""
+    if "runs-on" not in job:
+        return False  # a call of a reusable workflow: checked through it
+    runs_on = job["runs-on"]
+    if isinstance(runs_on, dict) and runs_on.get("group"):
+        return True
+    found = labels(job)
+    return not found or any(not _HOSTED.match(label) for label in found)
 
 
 def _steps(job: dict) -> list[dict]:
@@ -129,10 +151,11 @@ def check_workflow(workflow: dict, name: str) -> list[Finding]:
     if "pull_request_target" in events:
         add("", "pull_request_target runs a fork's pull request with this repository's token; "
                 "use pull_request on GitHub-hosted runners")
-    if hosted_by_self and events & UNTRUSTED_EVENTS:
+    if hosted_by_self and events - TRUSTED_EVENTS:
         add("", f"self-hosted jobs in a workflow triggered by "
-                f"{', '.join(sorted(events & UNTRUSTED_EVENTS))}: a pull request controls that "
-                f"file's copy; start the GPU gate with workflow_dispatch, merge_group or push")
+                f"{', '.join(sorted(events - TRUSTED_EVENTS))}: only "
+                f"{', '.join(sorted(TRUSTED_EVENTS))} run this repository's own file; a pull "
+                f"request controls its copy")
     if hosted_by_self and "concurrency" in workflow:
         add("", "a workflow-level concurrency group cancels or queues every job together; give "
                 "each job its own")
@@ -227,11 +250,37 @@ def check_repository(root: Path) -> list[Finding]:
     if not files:
         raise GnnperfError(f"{folder}: no workflow files")
     found: list[Finding] = []
-    for path in files:
-        found += check_workflow(load_workflow(path), path.name)
+    parsed = {path.name: load_workflow(path) for path in files}
+    for name, workflow in parsed.items():
+        found += check_workflow(workflow, name)
+        found += _reusable_calls(workflow, name, parsed)
     if not _dependabot_watches_actions(root):
         found.append(Finding("dependabot.yml", "", "no package-ecosystem: github-actions "
                                                    "update: nothing keeps the SHA pins current"))
+    return found
+
+
+def _reusable_calls(workflow: dict, name: str, parsed: dict[str, dict]) -> list[Finding]:
+    """A job that calls a reusable workflow of this repository runs its jobs
+    under the caller's events: one with a self-hosted job may only be called
+    from a workflow of :data:`TRUSTED_EVENTS`; a call of another repository's
+    workflow is pinned like an action."""
+    found = []
+    events = triggers(workflow)
+    for job_id, job in (workflow.get("jobs") or {}).items():
+        called = str(job.get("uses", ""))
+        if not called:
+            continue
+        if called.startswith("./.github/workflows/"):
+            target = parsed.get(called.rsplit("/", 1)[-1])
+            reaches = target is None or any(self_hosted(j) for j in (target.get("jobs") or {}).values())
+            if reaches and events - TRUSTED_EVENTS:
+                found.append(Finding(name, job_id, f"calls {called}, which has self-hosted jobs "
+                                                   f"(or cannot be read), from "
+                                                   f"{', '.join(sorted(events - TRUSTED_EVENTS))}"))
+        elif not _FULL_SHA.match(called):
+            found.append(Finding(name, job_id, f"{called}: pin the reusable workflow by its full "
+                                               f"commit SHA"))
     return found
 
 
@@ -268,5 +317,6 @@ def check_workflows_command(args) -> int:
     return 1 if found else 0
 
 
-__all__ = ["Finding", "GPU_VARIABLE", "ISOLATED_CACHES", "UNTRUSTED_EVENTS", "add_parser",
-           "check_repository", "check_workflow", "check_workflows_command", "load_workflow"]
+__all__ = ["Finding", "GPU_VARIABLE", "ISOLATED_CACHES", "TRUSTED_EVENTS", "UNTRUSTED_EVENTS",
+           "add_parser", "check_repository", "check_workflow", "check_workflows_command",
+           "load_workflow", "parse_workflow"]

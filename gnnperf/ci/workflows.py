@@ -5,7 +5,7 @@ review or the merge queue runs (``gpu-gate.yml``), and the nightly that
 keeps the history on a results branch and publishes it (``nightly.yml``).
 
 gnnperf's own GPU workflows are these templates rendered for gnnperf
-(:data:`GNNPERF_SETTINGS`), so what an adopting repository gets is what
+(:func:`gnnperf_settings`), so what an adopting repository gets is what
 gnnperf runs; a test keeps the two identical.
 """
 from __future__ import annotations
@@ -54,6 +54,8 @@ class Settings:
         torch: the torch release, as asv.conf.json's matrix pins it.
         default_branch: the branch the nightly follows and Pages come from.
         models: the repository's models by import path, comma-separated.
+        gate_options: options the CPU gate always passes (``--library-subdir
+            src`` for a src layout).
     """
     asv_config: str
     asv_results: str
@@ -63,13 +65,32 @@ class Settings:
     torch: str
     default_branch: str = "main"
     models: str = "gcn"
+    gate_options: str = ""
 
 
-#: gnnperf's own repository: its asv.conf.json at the top, gnnperf built
-#: from the checkout.
-GNNPERF_SETTINGS = Settings(asv_config="asv.conf.json", asv_results=".asv/results",
-                            asv_html=".asv/html", gnnperf_requirement=".", python="3.11",
-                            torch="2.13.0")
+def gnnperf_settings() -> Settings:
+    """gnnperf's own repository: its asv.conf.json at the top (the Python
+    and torch its GPU workflows set up are that file's), gnnperf built from
+    the checkout."""
+    from gnnperf.asv_init import suite_config
+    conf = suite_config()
+    python, = conf["pythons"]
+    torch, = conf["matrix"]["req"]["torch"]
+    return Settings(asv_config="asv.conf.json", asv_results=conf["results_dir"],
+                    asv_html=conf["html_dir"], gnnperf_requirement=".", python=python,
+                    torch=torch)
+
+
+#: ``uses: owner/action@<sha> # <tag>``: what Dependabot raises in place.
+_PIN = re.compile(r"(uses: [^@\s]+)@[0-9a-f]{40} # \S+")
+
+
+def unpinned(text: str) -> str:
+    """A workflow's text with every action's pin taken out: gnnperf's own
+    workflows equal the templates rendered, whatever Dependabot has raised
+    since (:data:`ACTIONS` gives adopters pins that their own Dependabot
+    raises in turn)."""
+    return _PIN.sub(r"\1", text)
 
 
 def render(template: str, settings: Settings) -> str:
@@ -90,5 +111,6 @@ def render(template: str, settings: Settings) -> str:
     return re.sub(r"@@([A-Za-z_-]+)@@", fill, text)
 
 
-__all__ = ["ACTIONS", "CPU_BENCH", "GATE_BENCH", "GNNPERF_SETTINGS", "Settings", "TEMPLATES",
+__all__ = ["ACTIONS", "CPU_BENCH", "GATE_BENCH", "Settings", "TEMPLATES", "gnnperf_settings",
+           "unpinned",
            "render"]
