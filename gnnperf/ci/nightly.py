@@ -282,28 +282,32 @@ def _merge_benchmarks(path: Path, target: Path, report: MergeReport) -> None:
     _write_json(target, merged)
 
 
+def _checked(path: Path) -> dict | None:
+    """A machine folder's file, parsed and checked (a result file against
+    asv's format); None where it is not one."""
+    try:
+        data = _load_json(path)
+        if path.name != MACHINE_FILE:
+            _check_result(data, path.name)
+        return data
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
 def _merge_machine_file(path: Path, target: Path, report: MergeReport) -> None:
     label = f"{path.parent.name}/{path.name}"
     if path.is_symlink() or not _SAFE_NAME.match(path.name) or path.suffix != ".json":
         report.refused.append(label)
         return
-    try:
-        new = _load_json(path)
-        if path.name != MACHINE_FILE:
-            _check_result(new, path.name)
-    except (ValueError, TypeError, RecursionError):
+    new = _checked(path)
+    if new is None:
         report.refused.append(label)
         return
     if not target.exists():
         _write_json(target, new)
         report.added.append(label)
         return
-    try:
-        old = _load_json(target)
-        if path.name != MACHINE_FILE:
-            _check_result(old, target.name)
-    except (ValueError, TypeError, RecursionError):
-        old = {}  # the history's file is unreadable: the run's replaces it
+    old = _checked(target) or {}  # the history's file unreadable: the run's replaces it
     merged = ({**old, **new} if path.name == MACHINE_FILE or not old
               else merge_result_file(old, new))
     if merged == old:
