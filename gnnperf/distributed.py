@@ -98,8 +98,11 @@ def _recording_rank(report_dir: str, handover: tuple[dict, dict] | None,
     try:
         return entrypoint(*args)
     except Exception as exc:
-        text = str(exc).strip().splitlines()
-        line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        # A step's crash arrives wrapped as the variant's failure: the rank
+        # names what crashed (the wrapper's words are the run's, not the rank's).
+        cause = exc.__cause__ if isinstance(exc, GnnperfError) and exc.__cause__ else exc
+        text = str(cause).strip().splitlines()
+        line = f"{type(cause).__name__}: {text[0]}" if text else type(cause).__name__
         path = os.path.join(report_dir, os.environ.get("RANK", "0"))
         with open(path + ".tmp", "w") as file:
             file.write(f"{time.time()}\n{line[:300]}")

@@ -99,7 +99,8 @@ def test_each_arm_imports_its_own_commits_model(tmp_path, monkeypatch):
     assert aten[-1] == "CHANGED" and int(aten[3]) > int(aten[2]), rows
     ops = next(line for line in rows if "ops changed" in line)
     # The model's new ops and nothing else: gnnperf and the graph are the same in both arms.
-    changed = {op.split()[0] for op in ops.split("ops changed", 1)[1].split(", ")}
+    # "+2 aten.mul 8->10, +1 aten.add 2->3": signed change, op, counts.
+    changed = {op.split()[1] for op in ops.split("ops changed", 1)[1].split(", ")}
     assert changed == {"aten.mul", "aten.add"}, ops
 
 
