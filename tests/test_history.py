@@ -593,4 +593,4 @@ def test_the_real_curve_reads_a_scratch_history_as_gnnperf_history_does(tmp_path
     row = next(r for r in summary if r["method"] == "gnnperf history" and r["merge_within"] == 10)
     assert (row["ramps"], row["found"], row["aa_histories"]) == (1, 1, 0)
     table = study.format_real(summary, [])
-    assert "| baseline@cora | - | - | - | 1/1; 1/1; " in table  # no A/A history: no rate
+    assert "| baseline@cora | - | - | - | - | - | 1/1; 1/1; " in table  # no A/A history: no rate

@@ -1,32 +1,42 @@
 """A scratch history of real commits with a known drift, measured by asv,
-then read by ``gnnperf history`` (issue 49's acceptance).
+then read by ``gnnperf history``.
 
     python tools/scratch_history.py --dir /tmp/ramp --commits 20 --ramp-start 6 \\
         --ramp-len 10 --step-us 165
     python tools/scratch_history.py --dir /tmp/aa --commits 20 --step-us 0
+    # Both history cases, the history figure only, a ramp of 1% of each step's own time:
+    python tools/scratch_history.py --dir /tmp/ramp --variants baseline,sampled \\
+        --figures relative --step-us 0 --step-pct 1
 
-Clones this checkout into ``--dir``, then commits ``--commits`` real
+Clones this checkout into ``--dir`` (its HEAD, or ``--from``), then commits ``--commits`` real
 commits on a branch: each edits ``gnnperf/variants/base.py``; commits
 ``--ramp-start`` .. ``--ramp-start + --ramp-len - 1`` (1-based) each add
 ``--step-us`` microseconds of busy wait to every training step (165 us is
 1% of a baseline Cora step on the project's 2-vCPU machine: 10 of them are
-a 10 x 1% ramp); with ``--step-us 0`` every commit edits a comment only
-(an A/A history). asv then measures every commit of the branch in its own
-environment (baseline GCN on Cora, the quick profile: the raw step time
+a 10 x 1% ramp), and ``--step-pct`` percent of the step's own CPU time (one
+size for every case, full-graph or mini-batch);
+with both 0 every commit edits a comment only (an A/A history). asv then
+measures every commit of the branch in its own environment (GCN on Cora,
+the quick profile, the ``--variants``: the raw step time
 ``training.TrainStep.time_train_step`` and the step over the suite's
-reference step, ``training.TrainStepOverReference.track_step_over_reference``),
-and ``gnnperf history`` reads each of the two figures' results apart.
-Nothing else should run meanwhile: it is a timing study. First run:
-docs/results.md, "A 10 x 1% ramp in a scratch history".
+reference step, ``training.TrainStepOverReference.track_step_over_reference``,
+or the ``--figures`` named), and ``gnnperf history`` reads each figure's
+results apart. ``run.json`` in ``--dir`` holds the commits, each one's wait,
+the wall time of asv's run and the load average around it. Nothing else
+should run meanwhile: it is a timing study (where something does, the load
+average says so). First run: docs/results.md, "A 10 x 1% ramp in a scratch
+history"; the curve on real histories: docs/history.md.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,24 +46,32 @@ TARGET = "gnnperf/variants/base.py"
 #: process (benchmarks/relative.py), each read by `gnnperf history` apart.
 FIGURES = {"raw": r"training\.TrainStep\.time_train_step",
            "relative": r"training\.TrainStepOverReference\.track_step_over_reference"}
-BENCH = "|".join(FIGURES.values())
-#: The busy wait each commit sets: a module constant read by the step.
+#: The busy wait each commit sets: module constants read by a wrapper of
+#: the step, appended to the file (every commit carries the same wrapper, so
+#: an A/A history's commits differ in a comment's worth only).
 WAIT = '''
 
-#: Scratch history (tools/scratch_history.py): microseconds of busy wait per step.
+#: Scratch history (tools/scratch_history.py): busy wait per step, in
+#: microseconds and in percent of the step's own CPU time.
 _SCRATCH_WAIT_US = {us}  # commit {index}
+_SCRATCH_WAIT_PCT = {pct}
 
 
-def _scratch_wait() -> None:
+def _scratch_step(self, batch, _step=TrainingRun.step):
     # CPU time, as the gate's injected slowdowns: more work, which a busy
     # machine stretches as it stretches the step (a wall-clock wait would
     # shrink against the step under load).
     import time
-    end = time.process_time() + _SCRATCH_WAIT_US * 1e-6
+    start = time.process_time()
+    loss = _step(self, batch)
+    took = time.process_time() - start
+    end = time.process_time() + _SCRATCH_WAIT_US * 1e-6 + took * _SCRATCH_WAIT_PCT / 100
     while time.process_time() < end:
         pass
-'''
-STEP = '''        """One optimiser step on :obj:`batch`; returns the (detached) loss."""
+    return loss
+
+
+TrainingRun.step = _scratch_step
 '''
 
 
@@ -62,24 +80,26 @@ def _git(repo: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
-def make_history(repo: Path, commits: int, ramp_start: int, ramp_len: int, step_us: float
-                 ) -> list[tuple[str, float]]:
-    """The branch's commits, oldest first, with each one's busy wait (us)."""
+def make_history(repo: Path, commits: int, ramp_start: int, ramp_len: int, step_us: float,
+                 step_pct: float = 0.0) -> list[tuple[str, float, float]]:
+    """The branch's commits, oldest first, with each one's busy wait (us,
+    and percent of the step's own CPU time)."""
     _git(repo, "checkout", "-q", "-b", "scratch")
     path = repo / TARGET
     text = path.read_text()
-    if STEP not in text:
-        raise SystemExit(f"{TARGET}: TrainingRun.step's docstring moved; update STEP")
-    text = text.replace(STEP, STEP + "        _scratch_wait()\n", 1)
+    if "class TrainingRun" not in text or "    def step(self, batch" not in text:
+        raise SystemExit(f"{TARGET}: TrainingRun.step moved; update WAIT")
     made = []
-    wait = 0.0
+    wait, pct = 0.0, 0.0
     for index in range(1, commits + 1):
-        if step_us and ramp_start <= index < ramp_start + ramp_len:
+        if ramp_start <= index < ramp_start + ramp_len:
             wait += step_us
+            pct += step_pct
         body = re.sub(r"\n\n#: Scratch history.*", "", text, flags=re.S)
-        path.write_text(body + WAIT.format(us=round(wait, 3), index=index))
-        _git(repo, "commit", "-q", "-am", f"scratch commit {index}: busy wait {wait:g} us a step")
-        made.append((_git(repo, "rev-parse", "HEAD"), wait))
+        path.write_text(body + WAIT.format(us=round(wait, 3), pct=round(pct, 6), index=index))
+        _git(repo, "commit", "-q", "-am",
+             f"scratch commit {index}: busy wait {wait:g} us + {pct:g}% a step")
+        made.append((_git(repo, "rev-parse", "HEAD"), wait, pct))
     return made
 
 
@@ -90,24 +110,65 @@ def main() -> int:
     parser.add_argument("--ramp-start", type=int, default=6)
     parser.add_argument("--ramp-len", type=int, default=10)
     parser.add_argument("--step-us", type=float, default=165.0,
-                        help="busy wait each ramp commit adds (0: an A/A history)")
+                        help="busy wait each ramp commit adds, in microseconds (0 with "
+                             "--step-pct 0: an A/A history)")
+    parser.add_argument("--step-pct", type=float, default=0.0,
+                        help="busy wait each ramp commit adds, in percent of the step's "
+                             "own CPU time (the same size in every case)")
+    parser.add_argument("--variants", default="baseline",
+                        help="GNNPERF_ASV_VARIANTS: the cases asv measures (the history "
+                             "figure's: baseline, sampled, sparse+trimmed+sparse_features)")
+    parser.add_argument("--figures", default=",".join(FIGURES),
+                        help=f"comma-separated, of {', '.join(FIGURES)}")
+    parser.add_argument("--from", dest="start", default="HEAD",
+                        help="the commit of this checkout the branch starts from (default "
+                             "HEAD: pin one when others commit meanwhile, so that every "
+                             "history of a study has the same project under it)")
+    parser.add_argument("--env-dir", type=Path,
+                        help="asv's environments, kept across scratch histories (a link "
+                             "from the clone's .asv/env): a runner keeps its environment "
+                             "between nightly runs, and builds only the project anew; "
+                             "one history at a time")
     parser.add_argument("--python", default=sys.executable,
                         help="the Python asv runs with (it needs asv installed)")
     args = parser.parse_args()
+    figures = {f: FIGURES[f] for f in args.figures.split(",") if f}
+    if not figures or set(args.figures.split(",")) - set(FIGURES):
+        parser.error(f"--figures {args.figures}: comma-separated, of {', '.join(FIGURES)}")
     if args.dir.exists() and any(args.dir.iterdir()):
         parser.error(f"--dir {args.dir} is not empty")
     repo = args.dir / "repo"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(repo)], check=True)
+    _git(repo, "checkout", "-q", "--detach", _git(ROOT, "rev-parse", args.start))
     base = _git(repo, "rev-parse", "HEAD")
-    made = make_history(repo, args.commits, args.ramp_start, args.ramp_len, args.step_us)
-    (args.dir / "commits.txt").write_text("".join(f"{sha} {us:g}\n" for sha, us in made))
-    env = {**os.environ, "GNNPERF_ASV_PROFILE": "quick", "GNNPERF_ASV_VARIANTS": "baseline",
+    made = make_history(repo, args.commits, args.ramp_start, args.ramp_len, args.step_us,
+                        args.step_pct)
+    (args.dir / "commits.txt").write_text(
+        "".join(f"{sha} {us:g} {pct:g}\n" for sha, us, pct in made))
+    env = {**os.environ, "GNNPERF_ASV_PROFILE": "quick", "GNNPERF_ASV_VARIANTS": args.variants,
            "GNNPERF_ASV_MODELS": "gcn"}
+    run = {"command": " ".join(["python", *sys.argv]), "scratch_of": base[:7],
+           "date": datetime.date.today().isoformat(), "variants": args.variants,
+           "figures": list(figures), "commits": [
+               {"commit": sha, "index": i + 1, "busy_wait_us": us, "busy_wait_pct": pct}
+               for i, (sha, us, pct) in enumerate(made)],
+           "load_before": [round(x, 2) for x in os.getloadavg()]}
+    if args.env_dir:
+        args.env_dir.mkdir(parents=True, exist_ok=True)
+        (repo / ".asv").mkdir(exist_ok=True)
+        (repo / ".asv" / "env").symlink_to(args.env_dir.resolve(), target_is_directory=True)
     subprocess.run([args.python, "-m", "asv", "machine", "--yes"], cwd=repo, check=True, env=env)
-    subprocess.run([args.python, "-m", "asv", "run", "--show-stderr", "--bench", BENCH,
-                    f"{base}..scratch"], cwd=repo, check=True, env=env)
+    started = time.time()
+    subprocess.run([args.python, "-m", "asv", "run", "--show-stderr", "--bench",
+                    "|".join(figures.values()), f"{base}..scratch"], cwd=repo, check=True,
+                   env=env)
+    # asv's whole run: its environment's first build (once per scratch clone)
+    # as well as each commit's build, install and benchmarks.
+    run["asv_run_seconds"] = round(time.time() - started, 1)
+    run["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    (args.dir / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     exits = {}
-    for figure, pattern in FIGURES.items():
+    for figure, pattern in figures.items():
         exits[figure] = subprocess.run(
             [args.python, "-m", "gnnperf", "history", "--results", str(repo / ".asv" / "results"),
              "--repo", str(repo), "--bench", pattern,
