@@ -284,7 +284,7 @@ class OffloadTransfer(_OffloadEpoch):
     """MiB copied per step, the host-to-device copies' median milliseconds
     (CUDA events on the copy stream around the copies alone) and the host's
     median pinning milliseconds (its clock)."""
-    # 2: copy_ms no longer holds the host's pinning (issue 47), which
+    # 2: copy_ms no longer holds the host's pinning, which
     # pin_ms reports apart.
     version = "2"
 
@@ -331,9 +331,9 @@ class Headroom(_PerVariant):
     host work and copies apart); a commit whose work count cannot split
     them is n/a there."""
     # 2: on a GPU, device work only, and roofs without launch-bound ladder
-    # points (issue 47). 3: the bound is the compulsory traffic's (each
+    # points. 3: the bound is the compulsory traffic's (each
     # memory that existed before a step, once), no longer the operators'
-    # traffic (issue 48); commits before it are n/a, not another formula.
+    # traffic; commits before it are n/a, not another formula.
     version = "3"
 
     def make(self, cache, dataset, variant):

@@ -1,4 +1,4 @@
-"""The spread between processes of a step's two asv figures (issue 49): the
+"""The spread between processes of a step's two asv figures: the
 raw step time (``TrainStep.time_train_step``'s measurement: the median of
 60 synchronised steps) and the step over the suite's reference step
 (``TrainStepOverReference.track_step_over_reference``), each value from a
