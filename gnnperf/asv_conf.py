@@ -53,51 +53,48 @@ def strip_comments(text: str) -> str:
     """:obj:`text` (asv's JSON) without its ``//`` and ``/* */`` comments and
     its trailing commas, strings left whole: a scanner, since a pattern
     over lines cannot tell ``"https://..."`` from a comment."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        if text[i] == '"':
-            end = _string_end(text, i)
-            out.append(text[i:end])
-            i = end
-        elif text.startswith("//", i):
-            newline = text.find("\n", i)
-            i = len(text) if newline < 0 else newline
-        elif text.startswith("/*", i):
-            close = text.find("*/", i + 2)
-            i = len(text) if close < 0 else close + 2
-            out.append(" ")
-        else:
-            out.append(text[i])
-            i += 1
-    return _drop_trailing_commas("".join(out))
+    return _outside_strings(_outside_strings(text, _comment), _trailing_comma)
 
 
-def _string_end(text: str, start: int) -> int:
-    """The index after the JSON string that opens at :obj:`start`."""
-    i = start + 1
-    while i < len(text) and text[i] != '"':
-        i += 2 if text[i] == "\\" else 1
-    return i + 1
+def _comment(text: str, i: int) -> tuple[str, int] | None:
+    """A comment at :obj:`i`: what replaces it and where the text goes on."""
+    if text.startswith("//", i):
+        newline = text.find("\n", i)
+        return "", len(text) if newline < 0 else newline
+    if text.startswith("/*", i):
+        close = text.find("*/", i + 2)
+        return " ", len(text) if close < 0 else close + 2
+    return None
 
 
 _CLOSES = re.compile(r"\s*[\]}]")
 
 
-def _drop_trailing_commas(text: str) -> str:
-    """:obj:`text` (comments already gone) without a comma before a ``]``
-    or ``}``, which JSON5 allows and JSON does not."""
+def _trailing_comma(text: str, i: int) -> tuple[str, int] | None:
+    """A comma before a ``]`` or ``}`` (JSON5 allows it, JSON does not)."""
+    return ("", i + 1) if text[i] == "," and _CLOSES.match(text, i + 1) else None
+
+
+def _outside_strings(text: str, edit) -> str:
+    """:obj:`text` with :obj:`edit` applied at every position outside JSON
+    strings: ``edit(text, i)`` gives (replacement, next index) or None."""
     out: list[str] = []
     i = 0
     while i < len(text):
         if text[i] == '"':
-            end = _string_end(text, i)
-            out.append(text[i:end])
-            i = end
+            end = i + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            out.append(text[i:end + 1])
+            i = end + 1
             continue
-        if text[i] != "," or not _CLOSES.match(text, i + 1):
+        edited = edit(text, i)
+        if edited is None:
             out.append(text[i])
-        i += 1
+            i += 1
+        else:
+            out.append(edited[0])
+            i = edited[1]
     return "".join(out)
 
 

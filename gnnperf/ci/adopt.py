@@ -13,7 +13,6 @@ what the repository already had is reported.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -40,7 +39,8 @@ self-hosted-runner:
 
 
 def _git(repo: Path, *args: str) -> str | None:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    from gnnperf.ci.nightly import _git_run
+    done = _git_run(repo, *args)
     return done.stdout.strip() if done.returncode == 0 else None
 
 
