@@ -280,9 +280,10 @@ def test_one_time_gate_times_the_sound_case_and_fails_each_broken_one(tmp_path, 
     samples = next(s for s in report["time"]["samples"] if s["case"] == f"sampled@{SMALL}")
     assert len(samples["a"]) == 3  # one list of rounds per pair
     assert next(line for line in text.splitlines() if line.startswith(f"sampled@{SMALL}"))
-    # The sound case's row in the reviewer's table (its verdict is the machine's
-    # noise over 3 pairs: same, or an improvement under a load that eased).
-    assert re.search(rf"\| sampled@{re.escape(SMALL)} \|.*\| (same|improvement) \|", table.read_text())
+    # The sound case is timed in the reviewer's table (its verdict is the
+    # machine's noise over 3 pairs under a loaded CI run, so not asserted).
+    md = table.read_text()
+    assert re.search(rf"\| sampled@{re.escape(SMALL)} \| [\d.]+ \| [\d.]+ \| [\d.]+ \[", md), md
 
 
 def test_a_nan_fails_the_work_gate(tmp_path, capsys):
