@@ -89,14 +89,14 @@ def _build_asv_environment_in_background(config) -> None:
     the other tests instead of one worker building while the other waits
     for it. It holds the environment lock the smoke's fixture takes, which
     then finds the environment built; .ci/run starts the same build earlier
-    still. Only for a whole run, the README's ``pytest`` (no paths but the
-    configured test folder, no ``-k``, ``-m`` or ``--collect-only``), and
+    still. Only for the whole end-to-end tier, ``pytest -m e2e`` (no paths
+    but the configured test folder, no ``-k`` or ``--collect-only``), and
     only in its first process (not an xdist worker): a selection that runs
-    no smoke never starts a build."""
+    no smoke, the README's ``pytest`` among them, never starts a build."""
     root = Path(config.rootpath)
     whole_run = [Path(arg).resolve() for arg in config.args] == [root / "tests"]
     if (hasattr(config, "workerinput") or not whole_run or config.getoption("keyword")
-            or config.getoption("markexpr") or config.getoption("collectonly")):
+            or config.getoption("markexpr") != "e2e" or config.getoption("collectonly")):
         return
     if not (root / "asv.conf.json").is_file() or not (root / ".git").exists():
         return

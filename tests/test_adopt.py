@@ -26,7 +26,7 @@ WRITTEN = [".gnnperf/asv.conf.json", ".gnnperf/benchmarks/__init__.py",
 
 # asv runs in the clone's own environment folder, so no lock with the
 # smoke's: the scheduler may run it beside the rest (it is the file's long pole).
-pytestmark = pytest.mark.asv
+pytestmark = [pytest.mark.asv, pytest.mark.e2e]
 
 
 def _git(repo: Path, *args: str) -> str:

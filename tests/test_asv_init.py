@@ -130,6 +130,7 @@ def test_asv_init_refuses_what_it_cannot_use_in_one_line(what, message, library,
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_bisect_across_a_librarys_commits_finds_the_commit(library):
     # gnnperf fixed (this tree), the library's commits each first on the
     # path; the case trains the library's own model, by import path.
@@ -370,6 +371,7 @@ def test_the_shim_is_the_installed_suite_named_as_gnnperfs_own_and_its_settings_
     assert seen["models"] == ["gat"] and seen["set"] == ["sage"]
 
 
+@pytest.mark.e2e
 def test_the_wheel_carries_gnnperf_the_suite_and_gnnperfs_asv_conf(gnnperf_wheel):
     # setuptools cannot find a package mapped to another folder, so
     # pyproject names the packages: a new one, or a data file no
@@ -417,6 +419,7 @@ print(json.dumps({"suite": gnnperf.asv_suite.__file__, "writer": gnnperf.asv_ini
 """
 
 
+@pytest.mark.e2e
 def test_an_adopting_repository_gets_the_installed_suite_from_the_wheel(wheel_venv, tmp_path):
     """The point of shipping the suite in the wheel: a model repository with
     gnnperf pip-installed (no clone anywhere) writes what asv needs, the
@@ -445,6 +448,7 @@ def test_an_adopting_repository_gets_the_installed_suite_from_the_wheel(wheel_ve
     # CPU workflow gnnperf adopt writes, in a fresh clone.
 
 
+@pytest.mark.e2e
 def test_the_compile_probe_imports_the_suite_as_asv_did(tmp_path):
     # The compile figures time a cold compile in a fresh interpreter that
     # imports the suite again: through an adopting repository's shim, that

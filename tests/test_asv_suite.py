@@ -373,6 +373,7 @@ def test_the_history_figure_builds_anew_and_checks_each_build(monkeypatch):
                                                      ("checked", 2)]
 
 
+@pytest.mark.e2e
 def test_asv_check(asv_conf):
     out = _asv(asv_conf, "check", "--python=same")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -491,6 +492,7 @@ def built_env(tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("half", list(SMOKE_HALVES))
+@pytest.mark.e2e
 def test_asv_quick_smoke(tmp_path, half, built_env):
     """``asv run --quick`` as a runner runs it: in asv's own environment
     (neither ``--python=same`` nor ``existing:``), on a commit, with an
@@ -568,6 +570,7 @@ def _spyglass() -> str:
     return found
 
 
+@pytest.mark.e2e
 def test_spyglass_compares_one_commit_across_two_environments(tmp_path):
     """docs/asv.md's route for dependency releases: ``asv compare -E a -E b``
     compares each environment with itself (ratio 1 everywhere); asv-spyglass

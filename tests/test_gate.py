@@ -100,6 +100,7 @@ def installed_gnnperf(tmp_path_factory) -> Path:
     return tmp / "site"
 
 
+@pytest.mark.e2e
 def test_environment_arms_run_a_pip_installed_gnnperf_from_anywhere(installed_gnnperf,
                                                                     tmp_path):
     wrapper = tmp_path / "venv-b" / "bin" / "python"
@@ -340,6 +341,7 @@ def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
     assert runs <= gate.max_measurements(COMMITS) == 3
 
 
+@pytest.mark.e2e
 def test_bisect_by_time_finds_the_slow_commit(throwaway_repo, monkeypatch):
     """The time search on the real history, each gate timed: the slow commit
     against its parent (GOOD here), then the confirmation. The search's

@@ -87,6 +87,7 @@ def test_the_gate_compares_a_model_repositorys_commits(tmp_path, monkeypatch):
     assert f"gnnperf {gnnperf.__version__} (fixed)" in table
 
 
+@pytest.mark.e2e
 def test_each_arm_imports_its_own_commits_model(tmp_path, monkeypatch):
     # v0.2 adds two elementwise ops per hidden layer: only an arm that
     # imports v0.2's model counts them, only one that imports v0.1's does not.

@@ -401,6 +401,7 @@ def asv_on_a_broken_commit(tmp_path_factory) -> dict:
 
 @pytest.mark.asv
 @ASV_RUN
+@pytest.mark.e2e
 def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
         asv_on_a_broken_commit):
     log = asv_on_a_broken_commit["log"]
@@ -417,6 +418,7 @@ def test_asv_shows_a_crash_and_a_nan_as_failed_and_only_a_declared_reason_as_na(
 
 @pytest.mark.asv
 @ASV_RUN
+@pytest.mark.e2e
 def test_user_datasets_show_numbers_or_na(asv_on_a_broken_commit):
     """``GNNPERF_ASV_DATASETS`` with a loadable graph file and a missing one:
     numbers for the first, n/a (not "failed") for the second: a graph is a

@@ -414,16 +414,18 @@ def test_cpu_caches_stay_on_github_hosted_runners():
 # What the test job's steps are set to run here: the workflow's own commands,
 # on a tiny selection (GitHub runs the whole suite and every benchmark).
 TINY = {
-    # Two of this file's own tests: the step's pytest, conftest and selection
-    # run, and no other area's state decides this test.
-    "PYTEST_ADDOPTS": "-n 0 -p no:cacheprovider tests/test_nightly.py"
-                      " -k 'first_run_measures or only_commits_after'",
+    # Two of the nightly's tests for the README's pytest, the wheel's
+    # contents for the end-to-end step: each step's pytest, conftest and
+    # selection run, and no other area's state decides this test.
+    "PYTEST_ADDOPTS": "-n 0 -p no:cacheprovider tests/test_nightly.py tests/test_asv_init.py"
+                      " -k 'first_run_measures or only_commits_after or the_wheel_carries'",
 }
 #: The step that downloads what the tests need besides the venv (an npm
 #: package, an older torch-geometric): stood in by what this run has.
 FETCH_STEP = "What the tests fetch first"
 
 
+@pytest.mark.e2e
 def test_cpu_workflow_test_job_runs_in_a_fresh_clone(tmp_path):
     wf = _workflow("cpu.yml")
     jobs = wf["jobs"]
@@ -494,9 +496,11 @@ def test_cpu_workflow_test_job_runs_in_a_fresh_clone(tmp_path):
         seen.append(step.get("name"))
     assert seen[:2] == ["actions/checkout", "actions/setup-python"]
     assert seen[-1] == "actions/upload-artifact"
-    # The test step ran the README's command (pytest) and left its report.
-    report = clone / "test-results" / "pytest.xml"
-    assert report.is_file() and 'failures="0"' in report.read_text()
+    # The test steps ran the README's command (pytest), then the end-to-end
+    # tier, each leaving its report.
+    for name, ran in (("pytest.xml", 'tests="2"'), ("e2e.xml", 'tests="1"')):
+        report = (clone / "test-results" / name).read_text()
+        assert 'failures="0"' in report and 'errors="0"' in report and ran in report, report
     # The kept Inductor cache is the one the steps used.
     assert env["TORCHINDUCTOR_CACHE_DIR"] == f"{home}/.cache/gnnperf-torchinductor"
     print("\n".join(f"{s:.1f} s  {name}" for name, s in timings))
