@@ -59,6 +59,7 @@ def _git(repo: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
+@pytest.mark.e2e
 def test_the_gate_compares_a_model_repositorys_commits(tmp_path, monkeypatch):
     repo = make_model_repo(tmp_path / "mypkg-repo")
     out, summary = tmp_path / "gate.json", tmp_path / "summary.md"

@@ -390,6 +390,7 @@ def _scratch_results(root, commits: list[str], step_at: int | None):
     return root
 
 
+@pytest.mark.e2e
 def test_confirm_names_the_culprit_the_gates_reading_the_ops_and_the_command(
         scratch_repo, tmp_path, capsys):
     """A real injected step, confirmed by the gate at its commit against
