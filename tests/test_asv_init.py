@@ -148,6 +148,28 @@ def test_bisect_across_a_librarys_commits_finds_the_commit(library):
     assert after > before  # its forward's op, and the op's backward
 
 
+def test_bisect_of_a_library_runs_from_a_folder_that_is_no_gnnperf_tree(tmp_path, monkeypatch,
+                                                                       capsys):
+    """From a library's clone or any folder (a pip-installed gnnperf has no
+    tree), the library bisect keeps gnnperf fixed as this process has it:
+    the options pass their checks and the search starts."""
+    from gnnperf.gate import bisection
+    started = []
+
+    def search(good, bad, case, metric, repo, options, log, library_repo=None,
+               library_subdir=""):
+        started.append((good, bad, library_repo))
+        raise bisection.GnnperfError("stopped here")
+    monkeypatch.setattr(bisection, "bisect", search)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["bisect", "2.4.0", "2.5.0", "--library-repo", str(tmp_path / "pyg"),
+                 "--case", "baseline@cora", "--metric", "aten_ops"]) == 2
+    assert "stopped here" in capsys.readouterr().err
+    assert started == [("2.4.0", "2.5.0", str(tmp_path / "pyg"))]
+
+
 def test_bisect_refuses_a_library_that_is_not_a_clone(tmp_path, capsys):
     assert main(["bisect", "HEAD~1", "HEAD", "--library-repo", str(tmp_path),
                  "--case", "baseline@cora"]) == 2

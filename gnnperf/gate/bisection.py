@@ -111,7 +111,7 @@ def bisect(good: str, bad: str, case: Case, metric: str = "aten_ops", repo: str 
 
         if options.base_python != options.head_python:
             raise GnnperfError("bisect runs every commit under one Python; give one --python")
-        options.validate()
+        options.validate(trees=library_repo is None)
         # One probe per commit for the whole search: the time search gates
         # GOOD against four or more commits, and a probe is an interpreter
         # start.

@@ -238,7 +238,7 @@ def bisect_command(args: argparse.Namespace) -> int:
                           max_processes=args.max_processes, rounds=args.rounds,
                           sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha,
                           pin_cpus=not args.no_pin)
-    options.validate()
+    options.validate(trees=not args.library_repo)
     start = time.perf_counter()
     # The variant is checked in the BAD commit's registry (bisect's own check).
     if args.library_subdir and not args.library_repo:

@@ -104,7 +104,10 @@ class GateOptions:
     library_subdir: str = ""
     explain: str = "never"
 
-    def validate(self) -> None:
+    def validate(self, trees: bool = True) -> None:
+        """Checks every option and, with :obj:`trees`, the trees the arms come
+        from; ``trees=False`` where the caller makes the arms itself (a
+        library's bisect: its commits, gnnperf fixed as this process has it)."""
         if self.processes < 3 or self.rounds < 3:
             raise GnnperfError("need --processes >= 3 (the t-test's replicates) and --rounds >= 3")
         if self.budget < self.processes:
@@ -123,13 +126,15 @@ class GateOptions:
         for python in (self.base_python, self.head_python):
             if not Path(python).is_file():
                 raise GnnperfError(f"interpreter {python} not found; give a venv's bin/python")
-        if self.head_dir is None:
+        if not trees:
+            pass
+        elif self.head_dir is None:
             if not self.environment_arms:
                 raise GnnperfError("comparing trees (--base, --base-dir) needs a gnnperf "
                                    "checkout: cd into one, or give --head-dir")
         # A head dir that is not a folder, a misplaced --library-subdir: one line.
-        head_library = self.head_library
-        if self.library:
+        head_library = self.head_library if trees else None
+        if trees and self.library:
             if self.base is None and self.base_dir is None and not self.environment_arms:
                 raise GnnperfError(f"{self.head_dir} is not a gnnperf tree, so the gate compares "
                                    f"two of its commits (gnnperf fixed); name the base, e.g. "
@@ -143,7 +148,7 @@ class GateOptions:
                 raise GnnperfError(f"--base-dir {self.base_dir} has no folder "
                                    f"{self.library_subdir!r} (--library-subdir); give a "
                                    f"checkout of the model repository")
-        elif self.base_dir and not (Path(self.base_dir) / "gnnperf").is_dir():
+        elif trees and self.base_dir and not (Path(self.base_dir) / "gnnperf").is_dir():
             raise GnnperfError(f"--base-dir {self.base_dir} has no gnnperf folder; give a checkout")
         for name in self.datasets:
             check_dataset_name(name)
