@@ -36,7 +36,10 @@ def _version_key(version: str) -> tuple:
 
 def _gate(path: Path) -> dict:
     doc = json.loads(path.read_text())
-    series, base, head = path.stem.split("-", 2)
+    series, base, head = path.stem.split("-")[:3]
+    # ``<series>-<base>-<head>-repeat``: the same comparison run again, to
+    # confirm what the first run found before the page says it.
+    repeat = path.stem.endswith("-repeat")
     arms = doc["arms"]
     fixed = "torch" if series == "pyg" else "torch_geometric"
     cmd = path.with_suffix(".cmd")
@@ -47,7 +50,7 @@ def _gate(path: Path) -> dict:
     explain = doc.get("explain") or {}
     shift = (explain.get("shift") or {})
     return {
-        "series": SERIES[series], "base": base, "head": head,
+        "series": SERIES[series], "base": base, "head": head, "repeat": repeat,
         "base_version": arms["base"][SERIES[series]], "head_version": arms["head"][SERIES[series]],
         "fixed": f"{fixed} {arms['head'][fixed]}",
         "python": arms["head"]["python"], "gnnperf": arms["head"]["gnnperf"],
@@ -64,6 +67,12 @@ def _gate(path: Path) -> dict:
                   if shift else None),
         "top_ops": [{k: op[k] for k in ("op", "base_us", "head_us", "ratio", "agree", "rounds")}
                     for op in (explain.get("all_cases") or [])[:5]],
+        # Per case the gate timed as changed: the ops whose self time moved the
+        # same way in enough profile pairs (the gate's own rule), largest first.
+        "case_ops": {case: [{k: op[k] for k in ("op", "delta_us", "ratio", "agree", "rounds")}
+                            for op in ops_of_case
+                            if op["agree"] >= explain.get("consistent_from", op["rounds"] + 1)][:3]
+                     for case, ops_of_case in (explain.get("ops") or {}).items()},
     }
 
 
@@ -98,10 +107,37 @@ def _asv(results: Path, tags: dict[str, str]) -> dict:
                      for tag, commit in sorted(tags.items(), key=lambda t: _version_key(t[0]))]}
 
 
+_FOUND = re.compile(r"^first changed commit: (?P<commit>[0-9a-f]+) (?P<subject>.*)$", re.M)
+_MOVED = re.compile(r"^(?P<metric>[a-z_]+): (?P<before>[\d.,]+)(?P<unit> ms)? -> "
+                    r"(?P<after>[\d.,]+)(?: ms)?(?P<state>.*)$", re.M)
+_MEASURED = re.compile(r"^(?P<n>\d+) measurements in (?P<s>[\d.]+) s$", re.M)
+
+
+def _bisect(path: Path) -> dict:
+    """``bisect-<series>-<good>-<bad>[-<what>].txt``: what ``gnnperf bisect``
+    printed (its command in ``.cmd``)."""
+    series, good, bad = path.stem.split("-")[1:4]
+    text = path.read_text()
+    found, moved, measured = _FOUND.search(text), _MOVED.search(text), _MEASURED.search(text)
+    if not (found and moved):
+        raise SystemExit(f"{path}: no 'first changed commit' and metric line: did the bisect finish?")
+    return {"series": SERIES[series], "good": good, "bad": bad,
+            "commit": found["commit"], "subject": found["subject"].strip(),
+            "case": re.search(r"--case (\S+)", path.with_suffix(".cmd").read_text())[1],
+            "metric": moved["metric"], "before": moved["before"] + (moved["unit"] or ""),
+            "after": moved["after"] + (moved["unit"] or ""),
+            "confirmed": "NOT confirmed" not in moved["state"],
+            "measurements": int(measured["n"]) if measured else None,
+            "seconds": float(measured["s"]) if measured else None,
+            "command": path.with_suffix(".cmd").read_text().strip()}
+
+
 def collect(gates: Path, asv_results: Path | None, tags: dict[str, str], out: Path) -> dict:
-    found = sorted(gates.glob("*-*-*.json"),
-                   key=lambda p: (p.stem.split("-")[0], _version_key(p.stem.split("-")[1])))
-    data = {"gates": [_gate(p) for p in found if p.stem.split("-")[0] in SERIES]}
+    found = sorted((p for p in gates.glob("*-*-*.json") if p.stem.split("-")[0] in SERIES),
+                   key=lambda p: (p.stem.split("-")[0], _version_key(p.stem.split("-")[1]),
+                                  p.stem.endswith("-repeat")))
+    data = {"gates": [_gate(p) for p in found],
+            "bisects": [_bisect(p) for p in sorted(gates.glob("bisect-*-*-*.txt"))]}
     if asv_results is not None:
         data["asv"] = _asv(asv_results, tags)
         machine = json.loads((asv_results / "machine.json").read_text())
@@ -125,12 +161,16 @@ def _gates_table(data: dict, series: str) -> list[str]:
         count = {v: sum(c["verdict"] == v for c in gate["cases"])
                  for v in ("REGRESSION", "improvement", "same")}
         moved = [f"{c['case']} {_ratio(c)}" for c in gate["cases"] if c["verdict"] != "same"]
-        work = sorted({f"{w['case']} {w['metric']}" for w in gate["work_changed"]})
+        changed_cases = {w["case"] for w in gate["work_changed"]}
+        metrics = sorted({w["metric"] for w in gate["work_changed"]})
+        work = ([f"{', '.join(metrics)} in {len(changed_cases)} of {len(gate['cases'])} cases"]
+                if changed_cases else [])
         failed = sorted(set(gate["failed"]["base"]) | set(gate["failed"]["head"]))
         note = "; ".join(moved) or "none"
         if failed:
             note += "; failed in an arm: " + ", ".join(failed)
-        lines.append(f"| {gate['base_version']} | {gate['head_version']} | {gate['fixed']} | "
+        again = " (repeated)" if gate.get("repeat") else ""
+        lines.append(f"| {gate['base_version']} | {gate['head_version']}{again} | {gate['fixed']} | "
                      f"{gate['exit']} | {count['REGRESSION']} | {count['improvement']} | "
                      f"{count['same']} | {', '.join(work) or 'none'} | {note} |")
     return lines
@@ -175,11 +215,145 @@ def _asv_ops_table(data: dict) -> list[str]:
     return lines
 
 
+def _findings(data: dict) -> list[str]:
+    """Per comparison that moved anything: the ops a step gained or lost,
+    each case whose time changed with the ops whose self time moved most,
+    how the cases group, what failed, and the commit a bisect found."""
+    lines = []
+    for gate in data["gates"]:
+        items = []
+        ops = sorted({diff_text(d) for d in gate["ops_changed"].values()})
+        if ops:
+            cases = len(gate["ops_changed"])
+            items.append(f"ATen ops per step, {cases} of {len(gate['cases'])} cases: " + "; ".join(ops))
+        for case in gate["cases"]:
+            if case["verdict"] != "same":
+                moved = gate.get("case_ops", {}).get(case["case"])
+                ops = ("; the ops that moved in the profiles: " + ", ".join(
+                    f"{op['op']} {op['delta_us']:+.0f} us x{op['ratio']:.2f} "
+                    f"({op['agree']}/{op['rounds']} rounds)" for op in moved)
+                    if moved else "; no op moved consistently in the profiles"
+                    if moved is not None else "")
+                items.append(f"{case['case']}: {case['verdict']} {_ratio(case)} "
+                             f"({case['pairs']} pairs){ops}")
+        shift = gate.get("shift")
+        if shift and shift.get("groups") and any(c["verdict"] != "same" for c in gate["cases"]):
+            groups = "; ".join(f"{g['ratio']:.3f} for " + (", ".join(sorted(g["cases"]))
+                                                           if len(g["cases"]) <= 4 else
+                                                           f"{len(g['cases'])} other cases")
+                               for g in sorted(shift["groups"], key=lambda g: len(g["cases"])))
+            items.append(f"the shift is {shift['shift']} to the cases: {groups}")
+        for arm in ("base", "head"):
+            for case, why in sorted(gate["failed"][arm].items()):
+                items.append(f"{case} fails in the {arm} arm: {why}")
+        for bisect in data.get("bisects", []):
+            if (bisect["series"] == gate["series"] and _version_key(gate["base_version"])
+                    <= _version_key(bisect["good"]) and _version_key(bisect["bad"])
+                    <= _version_key(gate["head_version"])):
+                items.append(f"{bisect['case']} {bisect['metric']} {bisect['before']} -> "
+                             f"{bisect['after']} from commit {bisect['commit']} "
+                             f"\"{bisect['subject']}\""
+                             + ("" if bisect["confirmed"] else " (not confirmed)") + " "
+                             f"(bisected {bisect['good']}..{bisect['bad']}, "
+                             f"{bisect['measurements']} measurements)")
+        if items:
+            again = ", repeated" if gate.get("repeat") else ""
+            lines.append(f"**{gate['series']} {gate['base_version']} -> {gate['head_version']}** "
+                         f"({gate['fixed']} fixed{again}):")
+            lines.append("")
+            lines += [f"- {item}" for item in items]
+            lines.append("")
+    return lines[:-1] if lines else ["Nothing moved in any comparison."]
+
+
+def diff_text(diff: dict) -> str:
+    return ", ".join(f"{b - a:+d} {op} {a}->{b}" for op, (a, b) in sorted(diff.items()) if a != b)
+
+
+def _report(data: dict) -> list[str]:
+    """Each bisected change as an issue for the upstream project."""
+    lines = []
+    for bisect in data.get("bisects", []):
+        gate = next((g for g in data["gates"] if g["series"] == bisect["series"]
+                     and _version_key(g["base_version"]) <= _version_key(bisect["good"])
+                     and _version_key(bisect["bad"]) <= _version_key(g["head_version"])), None)
+        what = ("changes the work of" if bisect["metric"] != "time" else "slows")
+        lines += [f"**{bisect['series']}: `{bisect['subject']}` ({bisect['commit']}) {what} a "
+                  f"GCN training step (`{bisect['case']}`)**", ""]
+        exact = ("exact (the same on every run)" if bisect["metric"] != "time" else
+                 "step time, interleaved and t-tested at each step of the search, "
+                 + ("confirmed against the commit's parent" if bisect["confirmed"]
+                    else "NOT confirmed against the commit's parent"))
+        lines.append(f"- Measured: one training step of gnnperf's `{bisect['case']}` (a two-layer "
+                     f"GCN), CPU, one thread; {bisect['metric']} {bisect['before']} -> "
+                     f"{bisect['after']} per step, {exact}.")
+        if gate:
+            timed = next((c for c in gate["cases"] if c["case"] == bisect["case"]), None)
+            if bisect["metric"] != "time":
+                ops = sorted({diff_text(d) for d in gate["ops_changed"].values()})
+                lines.append(f"- Between the releases ({gate['base_version']} -> "
+                             f"{gate['head_version']}, {gate['fixed']}): " + "; ".join(ops)
+                             + f" per step, in {len(gate['ops_changed'])} of "
+                             f"{len(gate['cases'])} cases.")
+            if timed:
+                lines.append(f"- The time gate on `{bisect['case']}` between the releases: "
+                             f"{timed['verdict']}, ratio {_ratio(timed)}.")
+            moved = gate.get("case_ops", {}).get(bisect["case"])
+            if moved:
+                lines.append("- Ops whose self time moved in its profiles: " + ", ".join(
+                    f"{op['op']} {op['delta_us']:+.0f} us per step x{op['ratio']:.2f} "
+                    f"({op['agree']}/{op['rounds']} rounds)" for op in moved) + ".")
+        variant, dataset = bisect["case"].split("@")[:2]
+        lines.append(f"- Reproduce: `{bisect['command']}`, or the releases: `gnnperf gate "
+                     f"--base-python <venv of {bisect['good']}>/bin/python --head-python <venv of "
+                     f"{bisect['bad']}>/bin/python --variants {variant} --datasets {dataset}`.")
+        lines.append("")
+    lines += _confirmed_regressions(data)
+    return lines[:-1] if lines else ["No change was bisected or confirmed."]
+
+
+def _confirmed_regressions(data: dict) -> list[str]:
+    """A regression found by a comparison and found again by its repeat:
+    the cases both runs call a regression, each run's ratio and the ops its
+    profiles name, and the per-op overhead's change (dispatch or not)."""
+    lines = []
+    for again in (g for g in data["gates"] if g.get("repeat")):
+        first = next((g for g in data["gates"] if not g.get("repeat")
+                      and (g["series"], g["base"], g["head"]) == (again["series"], again["base"],
+                                                                     again["head"])), None)
+        if first is None:
+            continue
+        verdicts = [{c["case"]: c for c in g["cases"]} for g in (first, again)]
+        both = [case for case in verdicts[1] if case in verdicts[0]
+                and all(v[case]["verdict"] == "REGRESSION" for v in verdicts)]
+        if not both:
+            continue
+        lines += [f"**{again['series']} {again['base_version']} -> {again['head_version']} slows "
+                  f"GCN training steps on CPU ({again['fixed']})**", ""]
+        for case in both:
+            runs = "; ".join(f"{_ratio(v[case])} ({v[case]['pairs']} pairs)" for v in verdicts)
+            lines.append(f"- `{case}`: step time ratio, two runs: {runs}.")
+        for name, gate in (("first run", first), ("repeat", again)):
+            ops = {op["op"] for case in both for op in gate.get("case_ops", {}).get(case, [])}
+            lines.append(f"- Ops that moved consistently in the {name}'s profiles: "
+                         + (", ".join(sorted(ops)) if ops else "none") + ".")
+        lines.append("- Work per step identical (the work gate); "
+                     + ("the two runs' profiles name different ops, so no single op is the cause "
+                        "yet; " if len({frozenset(op["op"] for c in both for op in
+                                                  g.get("case_ops", {}).get(c, []))
+                                        for g in (first, again)}) > 1 else "")
+                     + f"reproduce: `{again['command']}`.")
+        lines.append("")
+    return lines
+
+
 def _commands(data: dict) -> list[str]:
     lines = ["```bash"]
     for gate in data["gates"]:
         if gate["command"]:
             lines.append(gate["command"])
+    for bisect in data.get("bisects", []):
+        lines.append(bisect["command"])
     lines.append("```")
     return lines
 
@@ -189,6 +363,8 @@ TABLES = {
     "torch-gates": lambda d: _gates_table(d, "torch"),
     "asv-time": _asv_table,
     "asv-ops": _asv_ops_table,
+    "findings": _findings,
+    "report": _report,
     "commands": _commands,
 }
 _BLOCK = re.compile(r"(<!-- releases:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /releases:(?P=name) -->)",
