@@ -176,42 +176,20 @@ def _gates_table(data: dict, series: str) -> list[str]:
     return lines
 
 
-def _asv_table(data: dict) -> list[str]:
-    asv = data.get("asv")
-    if not asv:
-        return ["(no asv results collected)"]
-    variants = []
-    for tag in asv["tags"]:
-        for v in tag.get("time_ms", {}):
-            if v not in variants:
-                variants.append(v)
-    lines = ["| release | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
-    for tag in asv["tags"]:
-        cells = []
-        for v in variants:
-            value = tag.get("time_ms", {}).get(v)
-            cells.append("failed" if value is None else value if isinstance(value, str)
-                         else f"{value:.2f}")
-        lines.append(f"| {tag['tag']} | " + " | ".join(cells) + " |")
-    return lines
+def _asv_grid(data: dict, key: str) -> list[str]:
+    """One row per release tag, one column per variant: asv's ``key``
+    figure (``time_ms`` or ``aten_ops``), "failed" where asv has none."""
+    tags = [tag for tag in (data.get("asv") or {}).get("tags", []) if tag.get(key)]
+    if not tags:
+        return [f"(no asv {key} collected)"]
+    variants = list(dict.fromkeys(v for tag in tags for v in tag[key]))
 
-
-def _asv_ops_table(data: dict) -> list[str]:
-    asv = data.get("asv")
-    if not asv:
-        return ["(no asv results collected)"]
-    rows = []
-    for tag in asv["tags"]:
-        ops = tag.get("aten_ops", {})
-        if ops:
-            rows.append((tag["tag"], ops))
-    if not rows:
-        return ["(no op counts collected)"]
-    variants = list(rows[0][1])
+    def cell(value) -> str:
+        return ("failed" if value is None else value if isinstance(value, str)
+                else f"{value:.2f}" if isinstance(value, float) else str(value))
     lines = ["| release | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
-    for tag, ops in rows:
-        lines.append(f"| {tag} | " + " | ".join(
-            "failed" if ops.get(v) is None else str(ops.get(v)) for v in variants) + " |")
+    lines += [f"| {tag['tag']} | " + " | ".join(cell(tag[key].get(v)) for v in variants) + " |"
+              for tag in tags]
     return lines
 
 
@@ -361,8 +339,8 @@ def _commands(data: dict) -> list[str]:
 TABLES = {
     "pyg-gates": lambda d: _gates_table(d, "torch_geometric"),
     "torch-gates": lambda d: _gates_table(d, "torch"),
-    "asv-time": _asv_table,
-    "asv-ops": _asv_ops_table,
+    "asv-time": lambda d: _asv_grid(d, "time_ms"),
+    "asv-ops": lambda d: _asv_grid(d, "aten_ops"),
     "findings": _findings,
     "report": _report,
     "commands": _commands,
