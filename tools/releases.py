@@ -256,15 +256,15 @@ def _report(data: dict) -> list[str]:
                      and _version_key(g["base_version"]) <= _version_key(bisect["good"])
                      and _version_key(bisect["bad"]) <= _version_key(g["head_version"])), None)
         what = ("changes the work of" if bisect["metric"] != "time" else "slows")
-        lines += [f"**{bisect['series']}: `{bisect['subject']}` ({bisect['commit']}) {what} a "
+        lines += [f"**{bisect['series']}: \"{bisect['subject']}\" ({bisect['commit']}) {what} a "
                   f"GCN training step (`{bisect['case']}`)**", ""]
-        exact = ("exact (the same on every run)" if bisect["metric"] != "time" else
-                 "step time, interleaved and t-tested at each step of the search, "
+        exact = ("exact, the same on every run" if bisect["metric"] != "time" else
+                 "interleaved and t-tested at each step of the search, "
                  + ("confirmed against the commit's parent" if bisect["confirmed"]
                     else "NOT confirmed against the commit's parent"))
         lines.append(f"- Measured: one training step of gnnperf's `{bisect['case']}` (a two-layer "
                      f"GCN), CPU, one thread; {bisect['metric']} {bisect['before']} -> "
-                     f"{bisect['after']} per step, {exact}.")
+                     f"{bisect['after']} per step ({exact}).")
         if gate:
             timed = next((c for c in gate["cases"] if c["case"] == bisect["case"]), None)
             if bisect["metric"] != "time":
