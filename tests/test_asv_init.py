@@ -170,6 +170,36 @@ def test_bisect_of_a_library_runs_from_a_folder_that_is_no_gnnperf_tree(tmp_path
     assert started == [("2.4.0", "2.5.0", str(tmp_path / "pyg"))]
 
 
+def test_the_library_search_itself_needs_no_gnnperf_tree_where_it_runs(tmp_path, monkeypatch):
+    """The search below the command line: from a folder that is no gnnperf
+    tree, over a real two-commit library clone, it gets as far as probing
+    its first commit (stood in: the probe is an interpreter start)."""
+    from gnnperf.gate import bisection
+    from gnnperf.gate.compare import GateOptions
+    from gnnperf.measure.case import Case
+    library = tmp_path / "lib"
+    library.mkdir()
+    _git(library, "init", "-q")
+    for n in (1, 2):
+        (library / "mod.py").write_text(f"X = {n}\n")
+        _git(library, "add", "-A")
+        _git(library, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{n}")
+    probed = []
+
+    def probe(arm, names=()):
+        probed.append(arm)
+        raise bisection.GnnperfError("probed")
+    monkeypatch.setattr(bisection.arm_runner, "probe", probe)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    options = GateOptions(head_dir=str(elsewhere))
+    with pytest.raises(bisection.GnnperfError, match="probed"):
+        bisection.bisect("HEAD~1", "HEAD", Case("baseline", "cora"), "aten_ops", str(elsewhere),
+                         options, lambda *a: None, library_repo=str(library))
+    assert probed
+
+
 def test_bisect_refuses_a_library_that_is_not_a_clone(tmp_path, capsys):
     assert main(["bisect", "HEAD~1", "HEAD", "--library-repo", str(tmp_path),
                  "--case", "baseline@cora"]) == 2

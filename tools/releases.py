@@ -30,8 +30,14 @@ ASV_TIME = "training.TrainStep.time_train_step"
 ASV_OPS = "work_metrics.WorkMetrics.track_aten_ops"
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.+]", version))
+def _version_key(version: str):
+    """A release's order: ``v`` prefixes and local parts (``+cu130``) aside,
+    so a torch build and its plain version compare equal."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(version.lstrip("v").split("+")[0])
+    except InvalidVersion:
+        raise SystemExit(f"{version!r}: not a release version (name files by their versions)")
 
 
 def _gate(path: Path) -> dict:
@@ -42,6 +48,9 @@ def _gate(path: Path) -> dict:
     repeat = path.stem.endswith("-repeat")
     arms = doc["arms"]
     fixed = "torch" if series == "pyg" else "torch_geometric"
+    if arms["base"][fixed] != arms["head"][fixed]:
+        raise SystemExit(f"{path}: the arms differ in {fixed} too ({arms['base'][fixed]} vs "
+                         f"{arms['head'][fixed]}): one release may change per comparison")
     cmd = path.with_suffix(".cmd")
     rc = path.with_suffix(".rc")
     start = path.with_suffix(".start")
@@ -65,6 +74,11 @@ def _gate(path: Path) -> dict:
         "failed": {"base": doc.get("base_failed") or {}, "head": doc.get("head_failed") or {}},
         "shift": ({k: shift[k] for k in ("shift", "groups", "p_common") if k in shift}
                   if shift else None),
+        # The paired change of an op's fixed cost (ns per call, head minus base,
+        # measured in alternation): an empty op and a one-element add. Dispatch's share.
+        "op_cost_change_ns": ({k: (explain.get("overhead") or {})["change"][k]
+                               for k in ("empty_ns", "add_ns")}
+                              if (explain.get("overhead") or {}).get("change") else None),
         "top_ops": [{k: op[k] for k in ("op", "base_us", "head_us", "ratio", "agree", "rounds")}
                     for op in (explain.get("all_cases") or [])[:5]],
         # Per case the gate timed as changed: the ops whose self time moved the
@@ -118,6 +132,8 @@ def _bisect(path: Path) -> dict:
     printed (its command in ``.cmd``)."""
     series, good, bad = path.stem.split("-")[1:4]
     text = path.read_text()
+    if not path.with_suffix(".cmd").is_file():
+        raise SystemExit(f"{path.with_suffix('.cmd')}: the bisect's command is missing")
     found, moved, measured = _FOUND.search(text), _MOVED.search(text), _MEASURED.search(text)
     if not (found and moved):
         raise SystemExit(f"{path}: no 'first changed commit' and metric line: did the bisect finish?")
@@ -132,6 +148,17 @@ def _bisect(path: Path) -> dict:
             "command": path.with_suffix(".cmd").read_text().strip()}
 
 
+def _this_machine() -> dict:
+    """The machine ``collect`` runs on, where the gates and asv ran."""
+    import os
+    import platform
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               platform.processor()) if Path("/proc/cpuinfo").is_file() else platform.processor()
+    return {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(terse=True),
+            "python": platform.python_version()}
+
+
 def collect(gates: Path, asv_results: Path | None, tags: dict[str, str], out: Path) -> dict:
     found = sorted((p for p in gates.glob("*-*-*.json") if p.stem.split("-")[0] in SERIES),
                    key=lambda p: (p.stem.split("-")[0], _version_key(p.stem.split("-")[1]),
@@ -140,8 +167,8 @@ def collect(gates: Path, asv_results: Path | None, tags: dict[str, str], out: Pa
             "bisects": [_bisect(p) for p in sorted(gates.glob("bisect-*-*-*.txt"))]}
     if asv_results is not None:
         data["asv"] = _asv(asv_results, tags)
-        machine = json.loads((asv_results / "machine.json").read_text())
-        data["asv"]["machine"] = {k: machine.get(k) for k in ("cpu", "num_cpu", "ram", "os")}
+        data["asv"]["machine"] = json.loads((asv_results / "machine.json").read_text())["machine"]
+    data["machine"] = _this_machine()
     out.write_text(json.dumps(data, indent=1) + "\n")
     return data
 
@@ -153,14 +180,15 @@ def _ratio(case: dict) -> str:
 
 
 def _gates_table(data: dict, series: str) -> list[str]:
-    lines = ["| from | to | held fixed | exit | slower | faster | same | work changed | step-time ratio, 95% interval (regressions and improvements) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| from | to | held fixed | exit | slower | faster | inconclusive | same | work changed | what moved: step-time ratio, 95% interval |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for gate in data["gates"]:
         if gate["series"] != series:
             continue
         count = {v: sum(c["verdict"] == v for c in gate["cases"])
-                 for v in ("REGRESSION", "improvement", "same")}
-        moved = [f"{c['case']} {_ratio(c)}" for c in gate["cases"] if c["verdict"] != "same"]
+                 for v in ("REGRESSION", "improvement", "inconclusive", "same")}
+        moved = [f"{c['case']} {c['verdict']} {_ratio(c)}" for c in gate["cases"]
+                 if c["verdict"] != "same"]
         changed_cases = {w["case"] for w in gate["work_changed"]}
         metrics = sorted({w["metric"] for w in gate["work_changed"]})
         work = ([f"{', '.join(metrics)} in {len(changed_cases)} of {len(gate['cases'])} cases"]
@@ -172,7 +200,8 @@ def _gates_table(data: dict, series: str) -> list[str]:
         again = " (repeated)" if gate.get("repeat") else ""
         lines.append(f"| {gate['base_version']} | {gate['head_version']}{again} | {gate['fixed']} | "
                      f"{gate['exit']} | {count['REGRESSION']} | {count['improvement']} | "
-                     f"{count['same']} | {', '.join(work) or 'none'} | {note} |")
+                     f"{count['inconclusive']} | {count['same']} | {', '.join(work) or 'none'} | "
+                     f"{note} |")
     return lines
 
 
@@ -221,6 +250,10 @@ def _findings(data: dict) -> list[str]:
                                                            f"{len(g['cases'])} other cases")
                                for g in sorted(shift["groups"], key=lambda g: len(g["cases"])))
             items.append(f"the shift is {shift['shift']} to the cases: {groups}")
+        cost = gate.get("op_cost_change_ns")
+        if cost and any(c["verdict"] != "same" for c in gate["cases"]):
+            items.append(f"an op's fixed cost, paired change per call: empty op "
+                         f"{cost['empty_ns']:+.0f} ns, one-element add {cost['add_ns']:+.0f} ns")
         for arm in ("base", "head"):
             for case, why in sorted(gate["failed"][arm].items()):
                 items.append(f"{case} fails in the {arm} arm: {why}")
@@ -336,7 +369,14 @@ def _commands(data: dict) -> list[str]:
     return lines
 
 
+def _machine(data: dict) -> list[str]:
+    m = data.get("machine") or {}
+    return [f"The machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('os')}, Python "
+            f"{m.get('python')}; no GPU."]
+
+
 TABLES = {
+    "machine": _machine,
     "pyg-gates": lambda d: _gates_table(d, "torch_geometric"),
     "torch-gates": lambda d: _gates_table(d, "torch"),
     "asv-time": lambda d: _asv_grid(d, "time_ms"),
