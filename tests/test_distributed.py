@@ -206,6 +206,7 @@ def test_the_rank_that_failed_first_is_named_though_its_echo_exits_sooner():
 
 
 @TWO_RANKS
+@pytest.mark.e2e  # `gnnperf run --world-size 2` or torchrun, as a user launches them
 def test_a_failing_rank_ends_the_run_quickly_with_one_line(tmp_path):
     marker = f"GNNPERF_TEST_MARKER={uuid.uuid4().hex}"
     out = tmp_path / "out.json"
@@ -245,6 +246,7 @@ def _two_ranks(tmp_path, variant: str, epochs: int):
 
 
 @TWO_RANKS
+@pytest.mark.e2e  # `gnnperf run --world-size 2` or torchrun, as a user launches them
 def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
     # Each rank pre-samples on its own (seed + rank) until 99.9% of the edges
     # were drawn, so their pre-sample counts may differ; their steps must not
@@ -264,6 +266,7 @@ def test_saint_ddp_ranks_take_equal_steps_with_their_own_presampling(tmp_path):
 
 
 @TWO_RANKS
+@pytest.mark.e2e  # `gnnperf run --world-size 2` or torchrun, as a user launches them
 def test_torchrun_two_nodes_on_loopback_train_together(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
