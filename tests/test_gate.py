@@ -52,6 +52,7 @@ def tree_copies(tmp_path_factory):
 
 
 # --------------------------------------------------------------------- gate command
+@pytest.mark.e2e  # two gates between trees, as a user runs them from the checkout's top
 def test_exact_gate_passes_an_unchanged_tree_and_fails_one_extra_op(tree_copies, tmp_path):
     same, extra = tree_copies
     common = ["gate", "--no-time", "--variants", "baseline", "--datasets", SMALL,
