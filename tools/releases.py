@@ -244,7 +244,8 @@ def _findings(data: dict) -> list[str]:
                 items.append(f"{case['case']}: {case['verdict']} {_ratio(case)} "
                              f"({case['pairs']} pairs){ops}")
         shift = gate.get("shift")
-        if shift and shift.get("groups") and any(c["verdict"] != "same" for c in gate["cases"]):
+        if (shift and sum(len(g["cases"]) for g in shift.get("groups", [])) > 1
+                and any(c["verdict"] != "same" for c in gate["cases"])):
             groups = "; ".join(f"{g['ratio']:.3f} for " + (", ".join(sorted(g["cases"]))
                                                            if len(g["cases"]) <= 4 else
                                                            f"{len(g['cases'])} other cases")
