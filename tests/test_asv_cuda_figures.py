@@ -35,7 +35,7 @@ class FakeAllocator:
     ("scaling", "ScalingCudaMemory", ("1e6", "sampled"))])
 def test_the_cuda_step_peak_is_one_steps_above_what_was_held_before_the_build(
         monkeypatch, module, class_name, params):
-    # Issue 47: the figure prepared a whole epoch of batches on the device
+    # A regression test: the figure prepared a whole epoch of batches on the device
     # (a sampled variant on synthetic-1m: 79 of them) and reported the
     # absolute peak, earlier work included. Faked: 700 MiB held before the
     # build (an earlier run's leftovers, the device's warm-up), a build of

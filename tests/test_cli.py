@@ -355,7 +355,7 @@ def test_a_users_model_by_import_path_trains_and_is_recorded(tmp_path, capsys, m
                             "usermodels_net:build") and "\n" not in error
 
 
-# ------------------------------------------------- where its users run it (issue 44)
+# ------------------------------------------------- where its users run it ---------
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -182,7 +182,7 @@ def _ops_of_warm_device(device: torch.device, monkeypatch) -> list[tuple]:
 
 def test_the_device_warm_up_runs_every_library_path_a_first_variant_would_pay_for(
         monkeypatch):
-    # Issue 47: a first SAGE/GIN step (addmm with a bias: cuBLASLt's path
+    # A regression test: a first SAGE/GIN step (addmm with a bias: cuBLASLt's path
     # and workspace) or amp step (bf16/fp16 matmuls, under autocast) must
     # not carry a library's first use in its peak. The same ops run on CPU
     # (oneDNN's first use), where a dispatch mode sees them.
@@ -209,7 +209,7 @@ def test_the_warm_up_takes_the_half_precisions_the_gpu_supports(monkeypatch):
 
 def test_a_compiled_run_compiles_in_a_fresh_cache_after_the_compilers_one_offs(
         monkeypatch, cora_dataset):
-    # Issue 47: compile_s must mean the same whatever ran before: the
+    # A regression test: compile_s must mean the same whatever ran before: the
     # process's compiler one-offs are paid (and reported) before the build,
     # and the run compiles in a private, fresh cache, held from the build
     # to the end of training. torch.compile stands as the identity here (a

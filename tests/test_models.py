@@ -246,7 +246,7 @@ def test_the_tutorial_gcn_starts_from_the_baselines_weights():
             torch.testing.assert_close(a[key], b[key])
 
 
-# The product's output buffer (issue 47) ----------------------------------------
+# The product's output buffer ---------------------------------------------------
 def test_the_cpu_product_ignores_its_uninitialised_output_with_beta_zero(monkeypatch):
     # On CPU the product writes into new_empty memory and relies on torch's
     # addmm contract (beta=0: the output is not read, NaN in it does not

@@ -17,8 +17,7 @@ TOP = ("gnnperf", "benchmarks", "tests", "tools", "docs", ".github", ".ci")
 REFERENCE = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*\w\.(?:py|md|ya?ml|json|toml|sh|txt|cfg))\b"
                        % "|".join(re.escape(top) for top in TOP))
 SCANNED = (".py", ".md", ".yml", ".yaml", ".toml", ".cfg", ".json", ".sh", "")
-#: References to fix in files whose owners are rewriting them (issue 46's
-#: docs half, the workflows): each must still be missing, so an entry goes
+#: References to fix in files whose owners are rewriting them: each must still be missing, so an entry goes
 #: as soon as its file exists or the reference is gone (a ratchet, never an
 #: allowance for new ones).
 PENDING: set[tuple[str, str]] = set()
@@ -55,3 +54,15 @@ def test_the_check_sees_a_missing_file(tmp_path):
     line = "see tools/ab_gate.py and gnnperf/measure/case.py, not ../shared/tools/x.py"
     assert [m.group(1) for m in REFERENCE.finditer(line)] == ["tools/ab_gate.py",
                                                              "gnnperf/measure/case.py"]
+
+
+def test_nothing_a_reader_reads_names_an_issue_number():
+    """Code, docstrings, tests, README and guides say what the code does and
+    why; "issue 47" is a page no reader of the product can open (git keeps
+    the history). The measured data in docs/data is a record, not prose."""
+    pattern = re.compile(r"\bissue\s+#?\d+", re.IGNORECASE)
+    found = [f"{path.relative_to(ROOT)}:{n}"
+             for path in _tracked() if "docs/data" not in path.relative_to(ROOT).as_posix()
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+             if pattern.search(line)]
+    assert found == [], found

@@ -294,7 +294,7 @@ def test_counting_the_work_leaves_compiled_code_compiled_in_the_timed_epochs(cor
     assert regions and regions[0] > 0, "the last timed epoch ran no compiled region"
 
 
-# Issue 47: only the device's work against the device's roofs --------------------
+# Only the device's work against the device's roofs --------------------
 def test_a_device_step_is_held_to_its_own_work_host_work_and_copies_apart():
     # "meta" stands for the GPU: an offload step samples and gathers on the
     # host, copies the batch over, and multiplies on the device. Only the

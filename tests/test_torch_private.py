@@ -115,7 +115,7 @@ def test_pyproject_torch_floor_is_the_oldest_torch_with_every_private_setting():
 
 
 def test_a_fresh_compile_cache_compiles_cold_whatever_compiled_before():
-    # Issue 47: compile_s read an earlier compile's Inductor cache entries
+    # A regression test: compile_s read an earlier compile's Inductor cache entries
     # (the doctor's) as compile time. Under fresh_compile_cache the same
     # graph, compiled before in this process and on disk, misses the FX
     # graph cache: the compile is cold whatever ran before; after the block

@@ -460,7 +460,7 @@ def test_offload_moves_every_field_a_step_reads_sparse_features_too(cora, monkey
 
 def test_offload_times_pinning_on_the_host_clock_and_only_the_copies_between_its_events(
         cora, monkeypatch):
-    # Issue 47: copy_ms must time the host-to-device copies alone. Pinning
+    # A regression test: copy_ms must time the host-to-device copies alone. Pinning
     # is a synchronous host copy: inside the events it would read as DMA
     # time. With CUDA's streams and events faked, the log must show every
     # pin before the start event and every copy between the two events,

@@ -1,6 +1,6 @@
 """No green without a measurement: every way the gate, bisect, the
 sensitivity study, asv and ``gnnperf run`` could pass, or report a number, on
-something they did not measure (issue #20). One test per hole."""
+something they did not measure. One test per hole."""
 from __future__ import annotations
 
 import itertools

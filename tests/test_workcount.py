@@ -133,7 +133,7 @@ def _fake_profiler(monkeypatch, events):
 
 
 def test_profiled_memory_is_kept_per_device_never_summed_across_them(monkeypatch):
-    # Issue 47: on a GPU the profiler's memory events hold host and device
+    # A regression test: on a GPU the profiler's memory events hold host and device
     # allocations (and another GPU's); summing them mixes pinned host
     # buffers into the device's peak. The step's device is reported, the
     # host apart.
