@@ -149,14 +149,14 @@ def _bisect(path: Path) -> dict:
 
 
 def _this_machine() -> dict:
-    """The machine ``collect`` runs on, where the gates and asv ran."""
-    import os
-    import platform
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               platform.processor()) if Path("/proc/cpuinfo").is_file() else platform.processor()
-    return {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(terse=True),
-            "python": platform.python_version()}
+    """The machine ``collect`` runs on, where the gates and asv ran: the
+    fields of gnnperf's own environment fingerprint that name it."""
+    import torch
+
+    from gnnperf.fingerprint import environment
+    env = environment(seed=0, device=torch.device("cpu"))
+    return {"cpu": env["device_name"], "cores": env["cpu_count"], "os": env["platform"],
+            "python": env["python"]}
 
 
 def collect(gates: Path, asv_results: Path | None, tags: dict[str, str], out: Path) -> dict:

@@ -126,12 +126,9 @@ class GateOptions:
         for python in (self.base_python, self.head_python):
             if not Path(python).is_file():
                 raise GnnperfError(f"interpreter {python} not found; give a venv's bin/python")
-        if not trees:
-            pass
-        elif self.head_dir is None:
-            if not self.environment_arms:
-                raise GnnperfError("comparing trees (--base, --base-dir) needs a gnnperf "
-                                   "checkout: cd into one, or give --head-dir")
+        if trees and self.head_dir is None and not self.environment_arms:
+            raise GnnperfError("comparing trees (--base, --base-dir) needs a gnnperf "
+                               "checkout: cd into one, or give --head-dir")
         # A head dir that is not a folder, a misplaced --library-subdir: one line.
         head_library = self.head_library if trees else None
         if trees and self.library:
