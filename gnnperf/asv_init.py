@@ -333,7 +333,7 @@ def add_parser(sub) -> None:
     """``gnnperf asv-init``'s options (registered by :mod:`gnnperf.cli`)."""
     from gnnperf.cli_help import command_parser
     parser = command_parser(
-        sub, "asv-init", help="point the asv suite at another repository's commits (a library "
+        sub, "asv-init", asv_init_command, help="point the asv suite at another repository's commits (a library "
                               "such as torch_geometric), gnnperf fixed",
         description="Writes asv.conf.json into --out: asv builds --repo's commits (the library "
                     "under test), installs this gnnperf beside each with torch pinned (a wheel "

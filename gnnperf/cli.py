@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gnnperf.cli_help import (EXIT_CODES, HelpFormatter, OneLineParser, add_verbose,
                               command_parser)
 from gnnperf.errors import GnnperfError, is_unavailable
-from gnnperf.io import write_atomic
+from gnnperf.io import check_output, write_atomic
 
 if TYPE_CHECKING:
     from gnnperf.variants import TrainConfig
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_verbose(parser, command=False)
     sub = parser.add_subparsers(dest="command", required=True)
     from gnnperf.models import DEFAULT_MODEL, MODELS
-    run = command_parser(sub, "run", help="train and compare GNN training variants")
+    run = command_parser(sub, "run", run_command, help="train and compare GNN training variants")
     run.add_argument("--variants",
                      help="comma-separated: baseline or techniques joined by + (default: "
                           f"{','.join(standard_variants())}; with --model, those that "
@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tune-malloc", action="store_true",
                      help="keep freed memory in glibc's heap (fewer page faults; recorded)")
 
-    sampler = command_parser(sub, "sampler", help="neighbor-sampler throughput (edges/s)")
+    sampler = command_parser(sub, "sampler", sampler_command, help="neighbor-sampler throughput (edges/s)")
     _add_dataset_options(sampler, "synthetic-1m")
     sampler.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     sampler.add_argument("--fanout", type=_fanout, default=defaults.fanout,
@@ -186,13 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--json", type=Path, help="write the result and environment here")
     sampler.add_argument("--tune-malloc", action="store_true",
                          help="keep freed memory in glibc's heap (fewer page faults; recorded)")
-    roofs = command_parser(sub, "roofs", help="this machine's roofs: peak GEMM FLOP/s, copy and "
+    roofs = command_parser(sub, "roofs", roofs_command, help="this machine's roofs: peak GEMM FLOP/s, copy and "
                                          "gather bandwidth (measured once, cached)")
     roofs.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     roofs.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     roofs.add_argument("--refresh", action="store_true", help="measure again, not from the cache")
     roofs.add_argument("--json", type=Path, help="write the roofs here")
-    doctor = command_parser(sub, "doctor", help="check that this machine runs the suite right")
+    doctor = command_parser(sub, "doctor", doctor_command,
+                            help="check that this machine runs the suite right")
     doctor.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     doctor.add_argument("--json", type=Path, help="write the report here")
     doctor.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -200,22 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated models the variants train (default: gcn)")
     doctor.add_argument("--skip-asv", action="store_true",
                         help="leave out the asv check (tools/gpu_check.sh runs asv itself)")
-    from gnnperf.gate.cli import add_parsers
-    add_parsers(sub)
-    from gnnperf.gate import history
-    history.add_parser(sub)
+    # Every other command, each registered by the module that runs it.
     from gnnperf import asv_init
-    asv_init.add_parser(sub)
     from gnnperf.ci import adopt, nightly, policy
-    adopt.add_parser(sub)
-    policy.add_parser(sub)
-    nightly.add_parser(sub)
+    from gnnperf.gate import cli as gate_cli
+    from gnnperf.gate import history
+    for wing in (gate_cli, history, asv_init, adopt, policy, nightly):
+        wing.add_parser(sub)
     return parser
-
-
-def _check_output(path: Path | None, option: str) -> None:
-    if path is not None and not path.parent.resolve().is_dir():
-        raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist; create it first")
 
 
 @dataclass
@@ -289,9 +282,9 @@ def plan_run(args: argparse.Namespace) -> RunPlan:
     if not 2 <= args.warmup < args.epochs:
         raise GnnperfError(f"--warmup must be in [2, --epochs) (the first epoch compiles, the "
                            f"last warm-up one measures memory), got {args.warmup}")
-    _check_output(args.json, "--json")
-    _check_output(args.plot, "--plot")
-    _check_output(args.timeline, "--timeline")
+    check_output(args.json, "--json")
+    check_output(args.plot, "--plot")
+    check_output(args.timeline, "--timeline")
     if args.world_size is not None and args.world_size < 1:
         raise GnnperfError(f"--world-size must be >= 1, got {args.world_size}")
     if args.world_size is not None and not any(spec.data_parallel for spec in specs):
@@ -544,7 +537,7 @@ def sampler_command(args: argparse.Namespace) -> int:
     from gnnperf.measure.runner import measure_sampler, resolve_device, set_threads
     from gnnperf.measure.roofline import cached_roofs
 
-    _check_output(args.json, "--json")
+    check_output(args.json, "--json")
     if args.batch_size < 1:
         raise GnnperfError(f"batch size must be >= 1, got {args.batch_size}")
     device = resolve_device(args.device)
@@ -572,7 +565,7 @@ def roofs_command(args: argparse.Namespace) -> int:
     from gnnperf.measure.runner import resolve_device, set_threads
     from gnnperf.measure.roofline import cached_roofs, format_roofs
 
-    _check_output(args.json, "--json")
+    check_output(args.json, "--json")
     device = resolve_device(args.device)
     set_threads(args.threads)
     roofs = cached_roofs(device, refresh=args.refresh)
@@ -588,7 +581,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     from gnnperf.doctor import FAIL, Doctor, to_dict
     from gnnperf.measure.runner import resolve_device, set_threads
 
-    _check_output(args.json, "--json")
+    check_output(args.json, "--json")
     device = resolve_device(args.device)
     set_threads(args.threads)
     checkout = Path(__file__).resolve().parent.parent
@@ -623,22 +616,6 @@ def doctor_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _gate_commands() -> dict:
-    from gnnperf.asv_init import asv_init_command
-    from gnnperf.gate.cli import COMMANDS as GATE_COMMANDS
-    from gnnperf.gate.history import history_command
-    from gnnperf.ci.adopt import adopt_command
-    from gnnperf.ci.nightly import results_command
-    from gnnperf.ci.policy import check_workflows_command
-    return {**GATE_COMMANDS, "history": history_command, "asv-init": asv_init_command,
-            "adopt": adopt_command, "check-workflows": check_workflows_command,
-            "results": results_command}
-
-
-COMMANDS = {"run": run_command, "sampler": sampler_command, "roofs": roofs_command,
-            "doctor": doctor_command}
-
-
 def _quiet_torch_logs() -> None:
     """The command's process, before torch is imported (c10 reads its log
     level once, at load): without it, every profiled step (the CPU memory
@@ -653,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_torch_logs()
     args = build_parser().parse_args(argv)
     try:
-        return {**COMMANDS, **_gate_commands()}[args.command](args)
+        return args.handler(args)
     except GnnperfError as exc:
         verbose = getattr(args, "verbose", False)
         if verbose:

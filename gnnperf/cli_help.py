@@ -51,9 +51,13 @@ def add_verbose(parser: argparse.ArgumentParser, command: bool = True) -> None:
                         default=argparse.SUPPRESS if command else False)
 
 
-def command_parser(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+def command_parser(sub, name: str, handler, **kwargs) -> argparse.ArgumentParser:
     """A subcommand whose --help shows every default and the exit codes, and
-    which takes ``--verbose`` as the top level does."""
+    which takes ``--verbose`` as the top level does. :obj:`handler` (the
+    parsed arguments to an exit status) is what ``gnnperf <name>`` runs:
+    registering a command's parser registers its handler, so the two cannot
+    drift apart."""
     parser = sub.add_parser(name, formatter_class=HelpFormatter, epilog=EXIT_CODES, **kwargs)
+    parser.set_defaults(handler=handler)
     add_verbose(parser)
     return parser

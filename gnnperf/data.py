@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.cache import CACHE_ENV, cache_dir
+from gnnperf.shared_cache import CACHE_ENV, cache_dir
 from gnnperf.errors import GnnperfError, Unavailable, first_line
 
 PLANETOID = {"cora": "Cora", "citeseer": "CiteSeer"}
@@ -359,9 +359,9 @@ def _construct(cls: type, kwargs: dict):
 
 def _cached_pyg(cls: type, entry: Path, what: str, raw: Path | None = None, **kwargs):
     """The PyG dataset :obj:`cls` (``cls(**kwargs)``) with its processed
-    files in the cache entry :obj:`entry` (:func:`gnnperf.cache.cached`:
+    files in the cache entry :obj:`entry` (:func:`gnnperf.shared_cache.cached`:
     processed privately, published by a rename, under a lock)."""
-    from gnnperf.cache import cached
+    from gnnperf.shared_cache import cached
     return cached(entry, lambda path: _construct(_cache_reader(cls, path, raw), kwargs),
                   lambda private: _construct(_cache_builder(cls, private, raw), kwargs), what)
 

@@ -2,7 +2,7 @@
 measurement: local launch through PyTorch's elastic launcher (what
 ``torchrun`` runs), each rank measuring its variants, the ranks' results
 combined. The process-group layer the techniques use (groups, seed shards,
-the all-reduce timer) is :mod:`gnnperf.shards`, re-exported here. No
+the all-reduce timer) is :mod:`gnnperf.ranks`, re-exported here. No
 communication layer of our own."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch.distributed as dist
 from gnnperf import warm
 from gnnperf.errors import GnnperfError
 # The process-group layer the techniques use, re-exported: the launcher's API too.
-from gnnperf.shards import (TIMEOUT_S, AllReduceTimer, Shard, ShardedBatches,
+from gnnperf.ranks import (TIMEOUT_S, AllReduceTimer, Shard, ShardedBatches,
                             current_shard, gather_to_rank0, init_from_env,
                             launched_by_torchrun, rank_device, resolve_backend)
 

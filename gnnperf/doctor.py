@@ -226,7 +226,7 @@ class Doctor:
         """The neighbor sampler on the device keeps its invariants: every
         sampled edge exists, each target has min(degree, fanout) distinct
         in-edges."""
-        from gnnperf.sampling import VectorizedNeighborSampler
+        from gnnperf.sampling.neighbor import VectorizedNeighborSampler
         data = self.cora.graph.to(self.device)
         fanout = [5, 3]
         sampler = VectorizedNeighborSampler(data, fanout, seed=0)
@@ -255,7 +255,7 @@ class Doctor:
             return skip
         import warnings
 
-        from gnnperf.sampling import VectorizedNeighborSampler
+        from gnnperf.sampling.neighbor import VectorizedNeighborSampler
         data = self.cora.graph.to(self.device)
         sampler = VectorizedNeighborSampler(data, [10, 5][:PADDED_SAMPLER_HOPS], seed=0,
                                             padded=True)

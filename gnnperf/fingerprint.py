@@ -42,7 +42,7 @@ def environment(seed: int, device: torch.device, tuned_allocator: bool = False) 
     """A fingerprint of everything that moves the figures."""
     import torch_geometric
 
-    from gnnperf.sampling import native_sampler_available
+    from gnnperf.sampling.neighbor import native_sampler_available
     try:
         git = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"],
                              cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)

@@ -4,7 +4,7 @@ from scipy.stats import chisquare
 
 from gnnperf.data import SyntheticSpec, synthetic_graph
 from gnnperf.errors import GnnperfError
-from gnnperf.sampling import BufferPool, VectorizedNeighborSampler, make_neighbor_loader
+from gnnperf.sampling.neighbor import BufferPool, VectorizedNeighborSampler, make_neighbor_loader
 
 
 @pytest.fixture(scope="module")

@@ -275,7 +275,7 @@ def test_saint_batches_are_induced_normalised_subgraphs(cora):
     batch = next(iter(run.batches()))
     assert batch.loss_weight is not None and batch.loss_weight.numel() == batch.num_seeds
     # Global ids through the sampler's own draw replayed with the same seed.
-    from gnnperf.graph_sampling import RandomWalkSampler
+    from gnnperf.sampling.subgraph import RandomWalkSampler
     replay = RandomWalkSampler(cora.edge_index, cora.num_nodes, 200, 2, seed=0,
                                subgraph_edge_index=full)
     for _ in range(1 + run.stats["presample_subgraphs"]):
@@ -329,7 +329,7 @@ def test_cluster_batches_hold_the_graph_edges_among_their_nodes(cora, tmp_path, 
     run = get_variant("cluster").build(cora, config, CPU)
     assert run.stats["partition_cached"] is False and run.setup_seconds["partition"] > 0
     assert 0 < run.stats["edge_cut"] < cora.edge_index.size(1)
-    from gnnperf.graph_sampling import ClusterBatches
+    from gnnperf.sampling.subgraph import ClusterBatches
     from gnnperf.variants.cluster import cached_partition
     parts, _, _ = cached_partition(cora.edge_index, cora.num_nodes, 16, 0)
     replay = [sub for sub in ClusterBatches(cora.edge_index, cora.num_nodes, parts, 3, seed=0)

@@ -130,7 +130,7 @@ def add_parser(sub) -> None:
     """``gnnperf adopt``'s options (registered by :mod:`gnnperf.cli`)."""
     from gnnperf.cli_help import command_parser
     parser = command_parser(
-        sub, "adopt", help="set up gnnperf in another repository: the asv suite for its "
+        sub, "adopt", adopt_command, help="set up gnnperf in another repository: the asv suite for its "
                            "commits and its CPU, GPU and nightly workflows",
         description="Writes into --repo (a library's or a model package's git repository): "
                     ".gnnperf/asv.conf.json for its commits with the installed gnnperf's "

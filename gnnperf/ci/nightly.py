@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError
+from gnnperf.io import check_output
 
 #: The branch that holds the history unless the repository names another.
 DEFAULT_BRANCH = "gnnperf-results"
@@ -463,7 +464,7 @@ def add_parser(sub) -> None:
     """``gnnperf results``'s options (registered by :mod:`gnnperf.cli`)."""
     from gnnperf.cli_help import command_parser
     parser = command_parser(
-        sub, "results", help="the nightly's asv history in git: pick commits, seed, store",
+        sub, "results", results_command, help="the nightly's asv history in git: pick commits, seed, store",
         description="The steps of the nightly workflow (gnnperf adopt writes it): which "
                     "commits to measure, the results branch copied into asv's results "
                     "folder, and a run's results merged into the branch (never removing "
@@ -507,8 +508,7 @@ def add_steps(parser: argparse.ArgumentParser) -> None:
 
 def results_command(args: argparse.Namespace) -> int:
     if args.step == "select":
-        if not args.output.resolve().parent.is_dir():
-            raise GnnperfError(f"--output {args.output}: folder {args.output.parent} does not exist")
+        check_output(args.output, "--output")
         measured = measured_commits(args.results, args.machine)
         history = first_parent_commits(args.rev, args.repo)
         chosen = select(history, measured, args.limit)

@@ -299,7 +299,7 @@ def add_parser(sub) -> None:
     """``gnnperf check-workflows``'s options (registered by :mod:`gnnperf.cli`)."""
     from gnnperf.cli_help import command_parser
     parser = command_parser(
-        sub, "check-workflows", help="check a repository's workflows against the GPU-runner "
+        sub, "check-workflows", check_workflows_command, help="check a repository's workflows against the GPU-runner "
                                      "rules (docs/workflows.md)",
         description="Parses every file in .github/workflows and lists each broken rule: "
                     "self-hosted jobs reachable from pull requests, unpinned actions, shared "

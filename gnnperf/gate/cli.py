@@ -50,9 +50,10 @@ def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds:
                         help="interpreter of the head arm (default: this one)")
 
 
-def add_parsers(sub) -> None:
+def add_parser(sub) -> None:
+    """``gnnperf gate``, ``bisect`` and ``sensitivity`` (registered by :mod:`gnnperf.cli`)."""
     gate = command_parser(
-        sub, "gate", help="A/B regression gate: base vs head (exact work metrics and an "
+        sub, "gate", gate_command, help="A/B regression gate: base vs head (exact work metrics and an "
                      "interleaved, statistically tested step time)",
         description="Compares a base (git ref, checkout or Python environment) with the head "
                     "tree: the exact work metrics of one training step must match, and the "
@@ -95,7 +96,7 @@ def add_parsers(sub) -> None:
     gate.add_argument("--quiet", action="store_true", help="no progress lines")
 
     bisect = command_parser(
-        sub, "bisect", help="the first commit between GOOD and BAD where a benchmark changed",
+        sub, "bisect", bisect_command, help="the first commit between GOOD and BAD where a benchmark changed",
         description="Binary search over the first-parent commits after GOOD up to BAD: by an "
                     "exact work metric, or by time with the gate's decision at each step and a "
                     "confirmation against the found commit's parent.")
@@ -120,7 +121,7 @@ def add_parsers(sub) -> None:
     bisect.add_argument("--quiet", action="store_true", help="no progress lines")
 
     study = command_parser(
-        sub, "sensitivity", help="the time gate's false-alarm and detection rates, measured",
+        sub, "sensitivity", sensitivity_command, help="the time gate's false-alarm and detection rates, measured",
         description="Injects calibrated slowdowns into copies of this tree and runs the gate's "
                     "timing on them: per threshold, A/A false alarms and detections per size.")
     study.add_argument("--case", default="baseline@cora", help="variant@dataset[@model]")
@@ -192,11 +193,10 @@ def gate_command(args: argparse.Namespace) -> int:
     from gnnperf.data import split_datasets
     from gnnperf.gate.arms import first_on_path
     from gnnperf.gate.compare import GateOptions, default_head_dir, head_library, run_gate
-    from gnnperf.io import write_atomic
+    from gnnperf.io import check_output, write_atomic
 
-    for path, option in ((args.json, "--json"), (args.markdown, "--markdown")):
-        if path is not None and not path.parent.resolve().is_dir():
-            raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist")
+    check_output(args.json, "--json")
+    check_output(args.markdown, "--markdown")
     head_dir = (str(Path(args.head_dir).resolve()) if args.head_dir else default_head_dir(
         args.base, args.base_dir, args.base_python, args.head_python))
     # In a model repository its model by import path is the head's: read as the head arm reads it.
@@ -312,5 +312,3 @@ def sensitivity_command(args: argparse.Namespace) -> int:
                                                  adaptive=adaptive)))
     return 0
 
-
-COMMANDS = {"gate": gate_command, "bisect": bisect_command, "sensitivity": sensitivity_command}

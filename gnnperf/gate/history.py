@@ -1122,7 +1122,7 @@ def add_parser(sub) -> None:
     """``gnnperf history``'s options (registered by :mod:`gnnperf.cli`)."""
     from gnnperf.cli_help import command_parser
     parser = command_parser(
-        sub, "history", help="change points across asv's results: steps and slow drifts, "
+        sub, "history", history_command, help="change points across asv's results: steps and slow drifts, "
                              "commit by commit",
         description="Reads asv's results folder (one machine), orders the commits as asv "
                     "publish does (git rev-list --all --date-order; by date where the "
@@ -1184,11 +1184,9 @@ def history_command(args: argparse.Namespace) -> int:
     check) or a series that fails at its newest commits, 2 bad input (a
     :class:`GnnperfError`, one line)."""
     import json
-    from gnnperf.io import write_atomic
-    for option, path in (("--json", args.json), ("--markdown", args.markdown)):
-        if path is not None and not path.parent.resolve().is_dir():
-            raise GnnperfError(f"{option} {path}: folder {path.parent} does not exist; "
-                               f"create it first")
+    from gnnperf.io import check_output, write_atomic
+    check_output(args.json, "--json")
+    check_output(args.markdown, "--markdown")
     if args.threshold < 0:
         raise GnnperfError(f"--threshold must be >= 0, got {args.threshold}")
     if args.recent is not None and args.recent < 1:

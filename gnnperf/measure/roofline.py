@@ -250,7 +250,7 @@ def cached_roofs(device: torch.device, refresh: bool = False) -> Roofs:
     and written there first if absent, unreadable or :obj:`refresh`. One
     process measures while the others wait for its figures: measurements
     side by side would contend for the same cores."""
-    from gnnperf.cache import cached
+    from gnnperf.shared_cache import cached
 
     def load(path: Path) -> Roofs:
         return Roofs.from_dict(json.loads(path.read_text()))

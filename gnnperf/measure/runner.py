@@ -693,11 +693,11 @@ class SamplerThroughput:
 def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
                     batches: int = 30, device: torch.device | str = "cpu", seed: int = 0,
                     roofs=None) -> SamplerThroughput:
-    """Times :class:`~gnnperf.sampling.VectorizedNeighborSampler` on random
+    """Times :class:`~gnnperf.sampling.neighbor.VectorizedNeighborSampler` on random
     seed batches, alone and inside PyG's loader; one warm-up batch each.
     With :obj:`roofs` (:class:`~gnnperf.measure.roofline.Roofs`) one more loader
     batch, untimed, counts the bytes it moves."""
-    from gnnperf.sampling import VectorizedNeighborSampler, make_neighbor_loader
+    from gnnperf.sampling.neighbor import VectorizedNeighborSampler, make_neighbor_loader
     device = resolve_device(device) if isinstance(device, str) else device
     if batches < 1:
         raise GnnperfError(f"batches must be >= 1, got {batches}")

@@ -10,7 +10,7 @@ from torch_geometric.data import Data
 
 from gnnperf.errors import GnnperfError, UnknownVariant
 from gnnperf.models import MODELS, ModelSpec, get_model
-from gnnperf.shards import ShardPolicy, current_shard
+from gnnperf.ranks import ShardPolicy, current_shard
 from gnnperf.variants.amp import Amp
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 from gnnperf.variants.checkpointed import Checkpointed

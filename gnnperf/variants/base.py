@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gnnperf.shards import Shard, ShardPolicy
+from gnnperf.ranks import Shard, ShardPolicy
 from gnnperf.errors import GnnperfError
 from gnnperf.models import DEFAULT_MODEL, LayerGraph, ModelSpec, get_model
 
@@ -108,7 +108,7 @@ class TrainConfig:
             raise GnnperfError(f"GraphSAINT needs --saint-roots >= 1, --saint-walk-length >= 0 "
                                f"and --saint-coverage > 0, got {self.saint_roots}, "
                                f"{self.saint_walk_length}, {self.saint_coverage}")
-        from gnnperf.graph_sampling import SAINT_NORMS
+        from gnnperf.sampling.subgraph import SAINT_NORMS
         if self.saint_norm not in SAINT_NORMS:
             raise GnnperfError(f"--saint-norm must be one of {', '.join(SAINT_NORMS)}, "
                                f"got {self.saint_norm!r}")

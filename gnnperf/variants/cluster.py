@@ -7,10 +7,10 @@ from typing import Iterable
 
 import torch
 
-from gnnperf.cache import cache_dir, cached
+from gnnperf.shared_cache import cache_dir, cached
 from gnnperf.data import tensor_digest
 from gnnperf.errors import GnnperfError
-from gnnperf.graph_sampling import ClusterBatches, edge_cut, metis_partition
+from gnnperf.sampling.subgraph import ClusterBatches, edge_cut, metis_partition
 from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
 
 
@@ -19,7 +19,7 @@ def cached_partition(edge_index: torch.Tensor, num_nodes: int, num_parts: int,
     """METIS parts of the graph, cached on disk per graph (a hash of its
     edges), part count and seed: (parts, seconds METIS took, cache hit).
     Processes starting together on a cold cache partition once
-    (:func:`gnnperf.cache.cached`): the others wait and read it, so no
+    (:func:`gnnperf.shared_cache.cached`): the others wait and read it, so no
     partition time is measured under another's contention."""
     digest = tensor_digest({"edge_index": edge_index})[:24]
     path = cache_dir() / "metis" / f"{digest}-n{num_nodes}-k{num_parts}-s{seed}.pt"

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from gnnperf.shards import AllReduceTimer
+from gnnperf.ranks import AllReduceTimer
 from gnnperf.errors import GnnperfError
 from gnnperf.variants.base import Technique, TrainingRun
 

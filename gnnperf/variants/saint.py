@@ -10,14 +10,14 @@ from typing import Iterable
 
 import torch
 
-from gnnperf.graph_sampling import RandomWalkSampler
+from gnnperf.sampling.subgraph import RandomWalkSampler
 from gnnperf.models import EDGE_WEIGHTS
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
 class Saint(Technique):
     r"""GraphSAINT (Zeng et al., 2020) with the random-walk sampler of
-    :class:`~gnnperf.graph_sampling.RandomWalkSampler`: :obj:`saint_roots`
+    :class:`~gnnperf.sampling.subgraph.RandomWalkSampler`: :obj:`saint_roots`
     uniform roots per batch (by default :obj:`max(500, ceil(N / 15))`), walks
     of :obj:`saint_walk_length` steps.
 
@@ -32,7 +32,7 @@ class Saint(Technique):
 
     * edge weights are the full graph's, as the model prepares them (GCN's
       normalisation, SAGE's mean, GIN's ones), times ``edge_norm``
-      (:meth:`~gnnperf.graph_sampling.RandomWalkSampler.compute_norm`):
+      (:meth:`~gnnperf.sampling.subgraph.RandomWalkSampler.compute_norm`):
       :math:`C_v / C_{uv}` with :math:`v` the aggregating node
       (:obj:`saint_norm="paper"`, Zeng et al. 2020) or PyG's source-count
       :math:`C_u / C_{uv}` (``pyg``), self-loops included (norm 1); a

@@ -6,12 +6,12 @@ from typing import Iterable
 
 from torch_geometric.data import Data
 
-from gnnperf.sampling import make_neighbor_loader
+from gnnperf.sampling.neighbor import make_neighbor_loader
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
 class Sampled(Technique):
-    """Mini-batches from :func:`~gnnperf.sampling.make_neighbor_loader`; loss
+    """Mini-batches from :func:`~gnnperf.sampling.neighbor.make_neighbor_loader`; loss
     and accuracy of a step use only the seed nodes (``out[:batch_size]``)."""
     name = "sampled"
     order = 10

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gnnperf.errors import GnnperfError
-from gnnperf.shards import Shard, ShardedBatches, ShardPolicy
+from gnnperf.ranks import Shard, ShardedBatches, ShardPolicy
 
 WORLD = 3
 

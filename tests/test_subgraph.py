@@ -5,7 +5,7 @@ import torch
 
 from gnnperf.data import SyntheticSpec, synthetic_graph
 from gnnperf.errors import GnnperfError
-from gnnperf.graph_sampling import (CSR, ClusterBatches, RandomWalkSampler, edge_cut,
+from gnnperf.sampling.subgraph import (CSR, ClusterBatches, RandomWalkSampler, edge_cut,
                                     induced_subgraph, metis_partition)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

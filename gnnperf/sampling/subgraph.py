@@ -236,7 +236,7 @@ class RandomWalkSampler:
           :obj:`C_u / C_uv` with :math:`u` the edge's source
           (:obj:`edge_index[0]`), biased where neighbours are sampled at
           different rates (many times the paper norm's error on the
-          power-law graph of ``tests/test_graph_sampling.py``).
+          power-law graph of ``tests/test_subgraph.py``).
         * :obj:`node_norm[v] = (n + 1) / (C_v + 1) / num_nodes` (both), with
           :math:`n` the subgraphs drawn: :math:`1 / (p_v N)` (the paper's
           :math:`\lambda_v`) estimated almost without bias (see below), so
@@ -302,7 +302,7 @@ class RandomWalkSampler:
         # p_v), E[1 / (C_v + 1)] = (1 - (1 - p_v)^(n + 1)) / ((n + 1) p_v), so
         # this estimates 1 / p_v with a bias of (1 - p_v)^(n + 1) only, where
         # n / C_v is biased up by about (1 - p_v) / (n p_v) (enough to push the
-        # weighted loss of tests/test_graph_sampling.py's power-law graph past its
+        # weighted loss of tests/test_subgraph.py's power-law graph past its
         # tolerance at coverage 20). It also bounds a never-drawn node's weight.
         node_norm = (drawn + 1) / (node_count + 1) / self.num_nodes
         return SaintNorm(node_norm, edge_norm, drawn, unseen_nodes / max(self.num_nodes, 1),
