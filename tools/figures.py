@@ -1,0 +1,273 @@
+"""Every measured figure the docs show, rendered from its data in docs/data:
+the record (docs/results.md) and each figure the README or a guide quotes.
+
+    python tools/figures.py            # render every block of README.md and docs/*.md
+    python tools/figures.py --check    # exit 1 where a page differs from its data
+
+A page holds a figure as a block whose body this script writes::
+
+    <!-- figure:NAME -->
+    (rendered from data: never edited by hand)
+    <!-- /figure:NAME -->
+
+NAME is a name of :func:`figures`. Each figure comes from one data file or
+one record entry (docs/data/record.json: the question, the command, the
+machine and the date of each measurement), so two pages that quote the same
+figure quote the same value. tests/test_figures.py runs ``--check`` and
+fails on a measured figure typed outside a block.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs" / "data"
+#: The pages whose blocks are rendered: the README and every page of docs/.
+PAGES = ("README.md", "docs/*.md")
+BLOCK = re.compile(r"(<!-- figure:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figure:(?P=name) -->)",
+                   re.S)
+#: The README's excerpt of the Cora comparison: the reference, the sampler and the fastest eager steps.
+README_VARIANTS = ("baseline", "sampled", "sparse_features", "sparse+trimmed+sparse_features")
+
+
+def _tool(name: str):
+    """A sibling script of tools/ as a module (the scripts are no package)."""
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load(name: str) -> dict:
+    path = DATA / name
+    if not path.is_file():
+        raise SystemExit(f"docs/data/{name}: missing; the figure that quotes it cannot be rendered")
+    return json.loads(path.read_text())
+
+
+def record() -> dict[str, dict]:
+    """The record's entries by key: question, data files, command, machine, date."""
+    return {entry["key"]: entry for entry in _load("record.json")["entries"]}
+
+
+def _entry(key: str) -> dict:
+    entries = record()
+    if key not in entries:
+        raise SystemExit(f"docs/data/record.json: no entry {key!r}")
+    return entries[key]
+
+
+# -- the pieces every entry shows ------------------------------------------------
+
+def _meta(key: str) -> list[str]:
+    """What was measured, where, with which command and when: the entry's head."""
+    entry = _entry(key)
+    machine = entry.get("machine")
+    if machine is None:  # a gnnperf run's JSON names its own machine
+        env = _load(entry["data"][0])["environment"]
+        machine = (f"{env['device_name']}, {env['cpu_count']} cores, {env['threads']} thread, "
+                   f"torch {env['torch']}, torch_geometric {env['torch_geometric']}, "
+                   f"Python {env['python']}; device {env['device']}")
+    commands = entry["command"] if isinstance(entry["command"], list) else [entry["command"]]
+    data = ", ".join(f"[{name}](data/{name})" for name in entry["data"])
+    lines = [f"- **Question:** {entry['question']}",
+             f"- **Machine:** {machine}",
+             f"- **Date:** {entry['date']}",
+             f"- **Data:** {data}",
+             "- **Command:**", "", "```bash", *commands, "```"]
+    if entry.get("note"):
+        lines[4:4] = [f"- **Condition:** {entry['note']}"]
+    return lines
+
+
+def _fmt(value, digits: int = 2, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def _run(key: str) -> dict:
+    return _load(_entry(key)["data"][0])
+
+
+def _comparison(key: str, only: tuple[str, ...] | None = None) -> list[str]:
+    """The comparison table of a ``gnnperf run --json`` file (``only``: these variants)."""
+    rows = [r for r in _run(key)["comparison"] if only is None or r["variant"] in only]
+    lines = ["| variant | epoch ms (median ±IQR) | step peak MiB | test acc | speed-up vs baseline "
+             "| roofline % (bound) | op traffic / compulsory | first epoch s | setup s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        setup = f"{r['setup_s']:.2f} ({r['setup']})" if r["setup_s"] is not None else ""
+        lines.append(
+            f"| `{r['variant']}` | {r['epoch_ms']:.2f} ±{r['spread_pct']:.0f}% | {_fmt(r['peak_mib'], 1)} "
+            f"| {r['test_acc']:.3f} | {_fmt(r['speedup'])}x | {_fmt(r['roofline_pct'], 1)} ({r['bound']}) "
+            f"| {_fmt(r['traffic_over_compulsory'], 1)} | {r['first_epoch_s']:.2f} | {setup} |")
+    return lines
+
+
+def _time_to_accuracy(key: str, only: tuple[str, ...] | None = None) -> list[str]:
+    tta = _run(key)["time_to_accuracy"]
+    lines = [f"Target: {tta['target']['rule']}.", "",
+             "| variant | s to target (median) | range s | reached | epoch | test acc there "
+             "| epoch ms | one-off s |", "|---|---|---|---|---|---|---|---|"]
+    for r in tta["rows"]:
+        if only is not None and r["label"] not in only:
+            continue
+        if not r["reached"]:
+            lines.append(f"| `{r['label']}` | not reached | | 0/{len(r['seeds'])} | | "
+                         f"| {r['epoch_s'] * 1e3:.2f} | {r['setup_s']:.2f} |")
+            continue
+        reached = [e for e in r["epochs"] if e is not None]
+        lines.append(
+            f"| `{r['label']}` | {r['median_s']:.2f} | {r['spread_s'][0]:.2f}-{r['spread_s'][1]:.2f} "
+            f"| {r['reached']}/{len(r['seeds'])} | {int(statistics.median(reached))} "
+            f"| {r['median_test_acc']:.3f} | {r['epoch_s'] * 1e3:.2f} | {r['setup_s']:.2f} |")
+    return lines + ["", tta["verdict"].capitalize() + "."]
+
+
+def _fastest(key: str) -> list[str]:
+    """One sentence: the fastest epoch's variant and its speed-up over the reference."""
+    rows = _run(key)["comparison"]
+    best = max((r for r in rows if r["speedup"] is not None), key=lambda r: r["speedup"])
+    return [f"`{best['variant']}`: {best['speedup']:.2f}x `baseline`'s epoch "
+            f"({best['epoch_ms']:.2f} against "
+            f"{next(r['epoch_ms'] for r in rows if r['variant'] == 'baseline'):.2f} ms)"]
+
+
+def _sensitivity(key: str) -> list[str]:
+    """The default (adaptive) gate's verdicts in each study of the entry, judged
+    by the gate's current rule (as ``gnnperf sensitivity --from-json`` does)."""
+    from gnnperf.gate.decision import adaptive_budget
+    from gnnperf.gate.sensitivity import evaluate, rejudge
+    entry = _entry(key)
+    lines = ["| case | condition | A/A wrong either way | +3% detected | +5% detected | mean pairs "
+             "| data |", "|---|---|---|---|---|---|---|"]
+    for name, label in entry["labels"].items():
+        study = rejudge(_load(name))
+        s = study["settings"]
+        budget = adaptive_budget(s["processes"], s.get("max_processes"))
+        row = evaluate(study["trials"], [s["threshold"]], s["alpha"], clocks=(),
+                       adaptive=(s["processes"], budget, s["threshold"]))[0]
+        case, condition = label.split("|")
+        cells = [case, condition, "{}/{}".format(*row["aa_wrong"]) if "aa_wrong" in row else "-"]
+        cells += ["{}/{}".format(*row[slowdown]) if slowdown in row else "-" for slowdown in (0.03, 0.05)]
+        cells += [f"{row['pairs']:.1f}", f"[json](data/{name})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _history_detection(key: str) -> list[str]:
+    entry = _entry(key)
+    studies = {label: _load(name) for name, label in entry["labels"].items()}
+    return _tool("history_study").format_windows(studies).splitlines()
+
+
+def _scratch_history(key: str) -> list[str]:
+    entry = _entry(key)
+    lines = ["| history | figure | sd of the values | `gnnperf history` | `asv publish` |",
+             "|---|---|---|---|---|"]
+    for name, label in entry["labels"].items():
+        doc = _load(name)
+        for figure, series in zip(("raw", "relative"), doc["series"].values()):
+            values = [v["value"] for v in series]
+            sd = statistics.stdev(values) / statistics.fmean(values) * 100
+            changes = doc["gnnperf_history"][figure]["changes"]
+            found = "; ".join(
+                f"{'REGRESSION' if c['regression'] else 'change'} at commit {c['position']}: "
+                f"{c['series'][0]['ratio']:.3f} [{c['series'][0]['ci_low']:.3f}, "
+                f"{c['series'][0]['ci_high']:.3f}]" for c in changes) or "no change"
+            asv = ", ".join(map(str, doc["asv_publish_regressions"])) or "no regression"
+            title = {"raw": "raw step time", "relative": "step over the reference"}[figure]
+            lines.append(f"| {label} | {title} | {sd:.1f}% | {found} | {asv} |")
+    return lines
+
+
+def _figure_spread(key: str) -> list[str]:
+    entry = _entry(key)
+    lines = ["| run | figure | mean | min-max | sd |", "|---|---|---|---|---|"]
+    for name, label in entry["labels"].items():
+        doc = _load(name)
+        for figure, s in doc["summary"].items():
+            scale, unit = (1e3, " ms") if figure.endswith("_s") else (1, "")
+            lines.append(f"| {label} | {figure} | {s['mean'] * scale:.3f}{unit} "
+                         f"| {s['min'] * scale:.3f}-{s['max'] * scale:.3f}{unit} | {s['sd_pct']:.1f}% |")
+    return lines
+
+
+def _releases(table: str):
+    def render() -> list[str]:
+        return _tool("releases").TABLES[table](_load("releases.json"))
+    return render
+
+
+def _entry_figures() -> dict:
+    """Every record entry's head and tables, by block name."""
+    kinds = {"run": lambda k: _comparison(k) + [""] + _time_to_accuracy(k),
+             "sensitivity": _sensitivity, "history-detection": _history_detection,
+             "scratch-history": _scratch_history, "figure-spread": _figure_spread}
+    figures = {}
+    for key, entry in record().items():
+        figures[f"{key}-meta"] = lambda k=key: _meta(k)
+        if entry["kind"] in kinds:
+            figures[key] = lambda k=key, kind=entry["kind"]: kinds[kind](k)
+    return figures
+
+
+def figures() -> dict:
+    """Block name -> a function rendering its lines."""
+    table = _entry_figures()
+    table.update({
+        "readme-cora": lambda: _comparison("cora", README_VARIANTS),
+        "readme-cora-tta": lambda: _time_to_accuracy("cora", README_VARIANTS),
+        "cora-fastest": lambda: _fastest("cora"),
+    })
+    for name in ("machine", "pyg-gates", "torch-gates", "findings", "asv-time", "asv-ops",
+                 "report", "commands"):
+        table[f"releases-{name}"] = _releases(name)
+    return table
+
+
+
+
+
+def render(page: str, where: str, table: dict) -> str:
+    def fill(match: re.Match) -> str:
+        name = match["name"]
+        if name not in table:
+            raise SystemExit(f"{where}: no figure named {name!r} (tools/figures.py: {', '.join(sorted(table))})")
+        return match.group(1) + "\n".join(table[name]()) + "\n" + match.group(4)
+    return BLOCK.sub(fill, page)
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    return sorted(p for pattern in PAGES for p in root.glob(pattern))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 where a page differs from its data")
+    args = parser.parse_args(argv)
+    table = figures()
+    stale = []
+    for path in pages():
+        text = path.read_text()
+        rendered = render(text, str(path.relative_to(ROOT)), table)
+        if rendered != text:
+            stale.append(str(path.relative_to(ROOT)))
+            if not args.check:
+                path.write_text(rendered)
+    if args.check and stale:
+        print(f"{', '.join(stale)}: differ from docs/data; python tools/figures.py renders them",
+              file=sys.stderr)
+        return 1
+    print(f"{'differ' if args.check else 'rendered'}: {', '.join(stale) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
