@@ -1,9 +1,9 @@
 """tools/gpu_check.sh, the prepared GPU check: the CPU parts of its two
-window calls (every step that runs on CPU, at the smallest sizes), its
+calls (every step that runs on CPU, at the smallest sizes), its
 step selection and budget with fake runners, its stack check, and one real
 run killed midway, so the script cannot rot before a GPU runs it."""
 import contextlib
-import importlib.util
+import dataclasses
 import json
 import os
 import signal
@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tarfile
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -23,26 +22,26 @@ ROOT = Path(__file__).resolve().parents[1]
 # A graph that trains in milliseconds an epoch: the large-graph step's code
 # without a large graph's time.
 TINY_GRAPH = "synthetic:nodes=400,degree=4,features=16,classes=4"
+# tools/ is no package: the check imports from there as gpu_check, as
+# tools/gpu_check.sh runs it (and tools/under_load.py imports it).
+sys.path.insert(0, str(ROOT / "tools"))
+from gpu_check import asv_step, core, process, runs  # noqa: E402
+from gpu_check import cli as check  # noqa: E402
+from gpu_check import plan as check_plan  # noqa: E402
+from gpu_check.plan import PLANS  # noqa: E402
+from gpu_check.roofs import roofs_sanity  # noqa: E402
 
 
-def load_gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def in_process(gpu_check):
+def in_process():
     """A runner that runs a step in this process, its output into the
     step's log: ``python -m gnnperf ...`` through ``cli.main``, the stack
-    check through the script's own ``main`` (so a test's fakes apply)."""
+    check through the check's own ``main`` (so a test's fakes apply)."""
     def run(argv, env, timeout, log, cwd):
         with open(log, "a") as out, contextlib.redirect_stdout(out), \
                 contextlib.redirect_stderr(out):
             try:
-                if argv[0] == str(gpu_check.SCRIPT):
-                    return gpu_check.main(argv[1:])
+                if argv[0] == str(core.SCRIPT):
+                    return check.main(argv[1:])
                 assert argv[:2] == ["-m", "gnnperf"], argv
                 return cli.main(argv[2:])
             except SystemExit as exc:
@@ -77,7 +76,6 @@ def test_the_two_calls_cpu_parts_run_every_step(tmp_path, monkeypatch):
     monkeypatch.setattr(gnnperf.doctor, "AMP_EPOCHS", 4)
     monkeypatch.setattr(gnnperf.doctor.Doctor, "compile_once", lambda self: Check(
         "compile: no graph breaks, one graph", SKIP, reason="left out by this test"))
-    gpu_check = load_gpu_check()
     sizes = ["--device", "cpu", "--cora-epochs", "4", "--large-graph", TINY_GRAPH,
              "--large-epochs", "4", "--variants", "baseline"]
     status = {}
@@ -85,18 +83,17 @@ def test_the_two_calls_cpu_parts_run_every_step(tmp_path, monkeypatch):
         out = tmp_path / call
         # No --budget-s: on a loaded machine the real clock could leave a step
         # (the budget's rule is test_the_budget_leaves_..., on a fake clock).
-        code = gpu_check.main([*sizes, "--plan", call, "--out", str(out)],
-                              runner=in_process(gpu_check))
+        code = check.main([*sizes, "--plan", call, "--out", str(out)],
+                          runner=in_process())
         summary = json.loads((out / "gpu-check.json").read_text())
         assert code == 0 and summary["passed"] and summary["complete"], summary
-        assert [step["key"] for step in summary["steps"]] == list(gpu_check.PLANS[call])
+        assert [step["key"] for step in summary["steps"]] == list(PLANS[call])
         status[call] = {step["key"]: step for step in summary["steps"]}
         for step in summary["steps"]:  # each step's log beside the summary
             assert step["status"] == "skipped" or (out / f"{step['key']}.log").is_file()
         assert (out / "gpu-check.md").read_text().startswith("# GPU check on cpu: PASSED")
     one, two = status["call1"], status["call2"]
-    assert {key for key, step in one.items() if step["status"] == "pass"} == set(
-        gpu_check.PLANS["call1"])
+    assert {key for key, step in one.items() if step["status"] == "pass"} == set(PLANS["call1"])
     assert {key: step["status"] for key, step in two.items()} == {
         "stack": "pass", "roofs": "pass", "sampler": "pass", "models": "skipped",
         "asv": "skipped"}
@@ -133,19 +130,18 @@ def test_the_two_calls_cpu_parts_run_every_step(tmp_path, monkeypatch):
 
 
 def test_only_skip_and_unknown_names(tmp_path, capsys):
-    gpu_check = load_gpu_check()
     calls = []
     out = tmp_path / "check"
     # Keys, names and names' slugs all select; --skip takes away.
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--only",
-                           "doctor,amp fp16,variants-on-cora,roofs", "--skip", "roofs"],
-                          runner=fake_runner(calls)) == 1
+    assert check.main(["--device", "cpu", "--out", str(out), "--only",
+                       "doctor,amp fp16,variants-on-cora,roofs", "--skip", "roofs"],
+                      runner=fake_runner(calls)) == 1
     assert [key for key, _ in calls] == ["doctor", "variants-cora", "amp-fp16"]
     summary = json.loads((out / "gpu-check.json").read_text())
     assert [step["key"] for step in summary["steps"]] == ["doctor", "variants-cora", "amp-fp16"]
     calls.clear()
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--plan", "call2", "--skip",
-                           "stack"], runner=fake_runner(calls)) == 1
+    assert check.main(["--device", "cpu", "--out", str(out), "--plan", "call2", "--skip",
+                       "stack"], runner=fake_runner(calls)) == 1
     assert [key for key, _ in calls] == ["roofs", "sampler"]  # models, asv: CUDA only
     capsys.readouterr()
     for argv, fix in ((["--only", "doctor,nope"], "valid: stack, doctor, variants-cora"),
@@ -153,8 +149,8 @@ def test_only_skip_and_unknown_names(tmp_path, capsys):
                       (["--plan", "call1", "--only", "models"], "not in --plan call1"),
                       (["--budget-s", "3"], "give more than 5 s")):
         calls.clear()
-        assert gpu_check.main(["--device", "cpu", "--out", str(tmp_path / "bad"), *argv],
-                              runner=fake_runner(calls)) == 2
+        assert check.main(["--device", "cpu", "--out", str(tmp_path / "bad"), *argv],
+                          runner=fake_runner(calls)) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and fix in err, err
         assert not calls
@@ -163,9 +159,8 @@ def test_only_skip_and_unknown_names(tmp_path, capsys):
 
 def test_the_budget_leaves_what_cannot_fit_names_it_and_caps_each_limit(tmp_path, monkeypatch,
                                                                        capsys):
-    gpu_check = load_gpu_check()
     clock = [0.0]
-    monkeypatch.setattr(gpu_check, "_clock", lambda: clock[0])
+    monkeypatch.setattr(check, "_clock", lambda: clock[0])
     calls = []
     # Expected on CPU: stack 6, ddp 10, amp 8 each, doctor 45, variants-cora
     # 35, variants-large 25; each takes its expected time here. Of 100 s, 95
@@ -174,8 +169,8 @@ def test_the_budget_leaves_what_cannot_fit_names_it_and_caps_each_limit(tmp_path
     seconds = {"stack": 6, "ddp": 10, "amp-bf16": 8, "amp-fp16": 8, "doctor": 45,
                "variants-cora": 35, "variants-large": 25}
     out = tmp_path / "check"
-    code = gpu_check.main(["--device", "cpu", "--out", str(out), "--plan", "call1",
-                           "--budget-s", "100"], runner=fake_runner(calls, seconds, clock))
+    code = check.main(["--device", "cpu", "--out", str(out), "--plan", "call1",
+                       "--budget-s", "100"], runner=fake_runner(calls, seconds, clock))
     assert code == 1
     assert [key for key, _ in calls] == ["stack", "ddp", "amp-bf16", "amp-fp16", "doctor"]
     # Each limit is what the budget had left, never the step's own 240 s.
@@ -198,21 +193,20 @@ def test_the_budget_leaves_what_cannot_fit_names_it_and_caps_each_limit(tmp_path
                                               "seconds": 3.0}]}))
     calls.clear()
     clock[0] = 0.0
-    gpu_check.main(["--device", "cpu", "--out", str(out), "--plan", "call1", "--budget-s", "100",
-                    "--expect-from", str(earlier)], runner=fake_runner(calls, seconds, clock))
+    check.main(["--device", "cpu", "--out", str(out), "--plan", "call1", "--budget-s", "100",
+                "--expect-from", str(earlier)], runner=fake_runner(calls, seconds, clock))
     assert "variants-cora" in dict(calls) and "variants-large" not in dict(calls)
 
 
-def test_out_defaults_to_the_device_tools_out_in_one_archive(tmp_path, monkeypatch):
-    # The device tool brings back what its command writes under $OUT, 8
-    # files at most: the summary, its table and one archive of every step's
-    # files, each rewritten after every step.
-    gpu_check = load_gpu_check()
+def test_out_defaults_to_the_runners_out_in_one_archive(tmp_path, monkeypatch):
+    # A runner collects what its command writes under $OUT (some only a few
+    # files): the summary, its table and one archive of every step's files,
+    # each rewritten after every step.
     monkeypatch.setenv("OUT", str(tmp_path / "out"))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     (tmp_path / "out").mkdir()
     calls = []
-    gpu_check.main(["--device", "cpu", "--plan", "call2"], runner=fake_runner(calls))
+    check.main(["--device", "cpu", "--plan", "call2"], runner=fake_runner(calls))
     assert sorted(os.listdir(tmp_path / "out")) == [
         "gpu-check-steps.tar.gz", "gpu-check.json", "gpu-check.md"]
     with tarfile.open(tmp_path / "out" / "gpu-check-steps.tar.gz") as tar:
@@ -222,28 +216,27 @@ def test_out_defaults_to_the_device_tools_out_in_one_archive(tmp_path, monkeypat
     # Without $OUT: ./gpu-check, each file as it is.
     monkeypatch.delenv("OUT")
     monkeypatch.chdir(tmp_path)
-    gpu_check.main(["--device", "cpu", "--only", "roofs"], runner=fake_runner(calls))
+    check.main(["--device", "cpu", "--only", "roofs"], runner=fake_runner(calls))
     assert sorted(os.listdir(tmp_path / "gpu-check")) == ["gpu-check.json", "gpu-check.md",
                                                           "roofs.log"]
 
 
 def test_the_stack_check_names_what_is_missing_and_what_it_skips(tmp_path, monkeypatch):
-    gpu_check = load_gpu_check()
-    real = gpu_check.probe
+    real = core.probe
     gone = {"asv", "pymetis", "tabulate"}
-    monkeypatch.setattr(gpu_check, "probe", lambda name: (
+    monkeypatch.setattr(core, "probe", lambda name: (
         (False, f"ModuleNotFoundError: No module named {name!r}") if name in gone
         else real(name)))
     calls = []
     base = fake_runner(calls, code=0)
-    stack = in_process(gpu_check)
+    stack = in_process()
 
     def runner(argv, env, timeout, log, cwd):  # the real stack check, the rest faked
         return stack(argv, env, timeout, log, cwd) if Path(log).stem == "stack" else base(
             argv, env, timeout, log, cwd)
     out = tmp_path / "check"
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--only",
-                           "stack,doctor,asv"], runner=runner) == 1
+    assert check.main(["--device", "cpu", "--out", str(out), "--only",
+                       "stack,doctor,asv"], runner=runner) == 1
     steps = {step["key"]: step for step in json.loads(
         (out / "gpu-check.json").read_text())["steps"]}
     # A dependency of every gnnperf step: the stack check fails and names it.
@@ -262,10 +255,10 @@ def test_the_stack_check_names_what_is_missing_and_what_it_skips(tmp_path, monke
     report = json.loads((out / "stack.json").read_text())
     assert report["modules"]["pymetis"]["ok"] is False and report["modules"]["torch"]["ok"]
     # On a GPU an asv that is missing skips the asv step, naming the bundle.
-    plan = gpu_check.plan_for("cpu", out)
-    plan.modules.update(dict.fromkeys(gpu_check.GNNPERF_NEEDS, True), asv=False, asv_runner=True)
-    asv = next(step for step in gpu_check.steps(plan) if step.key == "asv")
-    assert gpu_check.skip_reason(gpu_check.replace(asv, cuda_only=False), plan) == (
+    plan = core.plan_for("cpu", out)
+    plan.modules.update(dict.fromkeys(core.GNNPERF_NEEDS, True), asv=False, asv_runner=True)
+    asv = next(step for step in check_plan.steps(plan) if step.key == "asv")
+    assert process.skip_reason(dataclasses.replace(asv, cuda_only=False), plan) == (
         "needs asv, not importable here; install the wheel bundle: tools/gpu_wheels.sh, "
         "docs/gpu-runner.md")
 
@@ -312,7 +305,6 @@ def test_a_killed_check_leaves_every_finished_steps_files_whole(tmp_path):
 
 
 def test_a_failing_step_fails_the_check_and_the_rest_still_run(tmp_path):
-    gpu_check = load_gpu_check()
     ran = []
 
     def runner(argv, env, timeout, log, cwd):
@@ -320,8 +312,8 @@ def test_a_failing_step_fails_the_check_and_the_rest_still_run(tmp_path):
         Path(log).write_text("RuntimeError: boom\n")  # no report, and this output
         return 1
     out = tmp_path / "check"
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--skip", "stack"],
-                          runner=runner) == 1
+    assert check.main(["--device", "cpu", "--out", str(out), "--skip", "stack"],
+                      runner=runner) == 1
     summary = json.loads((out / "gpu-check.json").read_text())
     assert not summary["passed"]
     doctor = summary["steps"][0]
@@ -335,7 +327,6 @@ def test_a_failing_step_fails_the_check_and_the_rest_still_run(tmp_path):
 def test_a_half_written_report_fails_its_step_and_the_rest_still_run(tmp_path):
     # A step killed mid-write leaves a JSON cut short: that step fails with
     # the reason, it does not end the check (every step after it still runs).
-    gpu_check = load_gpu_check()
     ran = []
 
     def runner(argv, env, timeout, log, cwd):
@@ -346,8 +337,8 @@ def test_a_half_written_report_fails_its_step_and_the_rest_still_run(tmp_path):
                 Path(value).write_text('{"checks": [')
         return 0
     out = tmp_path / "check"
-    assert gpu_check.main(["--device", "cpu", "--out", str(out), "--only", "doctor,amp-bf16"],
-                          runner=runner) == 1
+    assert check.main(["--device", "cpu", "--out", str(out), "--only", "doctor,amp-bf16"],
+                      runner=runner) == 1
     summary = json.loads((out / "gpu-check.json").read_text())
     assert [step["status"] for step in summary["steps"]] == ["fail", "fail"], summary["steps"]
     assert "unreadable doctor.json" in summary["steps"][0]["reason"]
@@ -358,21 +349,20 @@ def test_cuda_on_a_cpu_machine_is_one_line_before_any_step(tmp_path, capsys):
     import torch
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    assert load_gpu_check().main(["--out", str(tmp_path)]) == 2
+    assert check.main(["--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "use --device cpu" in err
     assert not os.listdir(tmp_path)
 
 
 def test_a_step_runs_as_its_own_process_and_a_hung_one_is_killed_with_its_children(tmp_path):
-    gpu_check = load_gpu_check()
-    plan = gpu_check.plan_for("cpu", tmp_path)
-    plan.modules.update(dict.fromkeys(gpu_check.GNNPERF_NEEDS, True))
+    plan = core.plan_for("cpu", tmp_path)
+    plan.modules.update(dict.fromkeys(core.GNNPERF_NEEDS, True))
 
     def judge(plan, proc):
-        return gpu_check.StepResult("echo", "pass" if proc.stdout.endswith("hi\n") else "fail")
-    done = gpu_check.run_step(gpu_check.Step("echo", "echo", lambda p: ["-c", "print('hi')"],
-                                             judge), plan)
+        return core.StepResult("echo", "pass" if proc.stdout.endswith("hi\n") else "fail")
+    done = process.run_step(core.Step("echo", "echo", lambda p: ["-c", "print('hi')"],
+                                      judge), plan)
     assert done.status == "pass" and (tmp_path / "echo.log").read_text() == (
         "$ python -c print('hi')\nhi\n")
     # A step that hangs, with a child of its own: both are gone at the limit,
@@ -382,8 +372,8 @@ def test_a_step_runs_as_its_own_process_and_a_hung_one_is_killed_with_its_childr
                   "'import time; time.sleep(60)']); "
                   f"open({str(pid_file)!r}, 'w').write(str(child.pid)); print('started', "
                   "flush=True); time.sleep(60)"]
-    hung = gpu_check.run_step(gpu_check.Step("hang", "hang", lambda p: hang, judge), plan,
-                              limit_s=1)
+    hung = process.run_step(core.Step("hang", "hang", lambda p: hang, judge), plan,
+                            limit_s=1)
     assert hung.status == "fail" and "timed out after 1 s" in hung.reason
     assert "started" in (tmp_path / "hang.log").read_text()
     child = Path("/proc") / pid_file.read_text() / "status"
@@ -404,9 +394,8 @@ def _run_doc(results, unavailable=None, variants=("baseline", "sparse"), models=
 def test_the_models_step_accepts_a_pair_that_cannot_combine_and_misses_no_other(tmp_path):
     # The CUDA-only models step's judge, on what `gnnperf run --model` writes:
     # an n/a row for sparse with GAT is right; a pair with no row is not.
-    gpu_check = load_gpu_check()
-    plan = gpu_check.plan_for("cpu", tmp_path)
-    judge = gpu_check._judge_run("models on cora", "models.json")
+    plan = core.plan_for("cpu", tmp_path)
+    judge = runs.judge_run("models on cora", "models.json")
     pairs = [("baseline", "sage"), ("sparse", "sage"), ("baseline", "gat")]
     cannot = {"sparse [gat]": "sparse cannot run with model gat: attention ..."}
     (tmp_path / "models.json").write_text(json.dumps(_run_doc(pairs, cannot)))
@@ -422,9 +411,8 @@ def test_an_na_passes_only_for_a_package_the_variant_declares_and_lacks(tmp_path
     # Finding 9: a reason that mentions an install is not enough. cluster
     # declares pymetis: its n/a passes where pymetis is missing, fails where
     # it is importable; sampled declares nothing: its "pip install" n/a fails.
-    gpu_check = load_gpu_check()
-    plan = gpu_check.plan_for("cpu", tmp_path)
-    judge = gpu_check._judge_run("variants on cora", "run.json")
+    plan = core.plan_for("cpu", tmp_path)
+    judge = runs.judge_run("variants on cora", "run.json")
 
     def judged(unavailable, pymetis):
         plan.modules["pymetis"] = pymetis
@@ -450,17 +438,16 @@ def test_an_na_passes_only_for_a_package_the_variant_declares_and_lacks(tmp_path
     ("NVIDIA A10", 20e12, 0.5e12, True, "no published figures here"),
 ])
 def test_the_roofs_sanity_line(name, flops, copy, plausible, says):
-    gpu_check = load_gpu_check()
     roofs = {"device": "cuda:0", "device_name": name, "peak_flops_per_s": flops,
              "stream_bytes_per_s": {str(2 ** 22): copy * 3, str(2 ** 30): copy}}
-    ok, line = gpu_check.roofs_sanity(roofs)
+    ok, line = roofs_sanity(roofs)
     assert ok is plausible and says in line, line
 
 
 def test_asv_without_git_gets_a_throwaway_commit_in_a_copy(tmp_path, monkeypatch):
-    # asv labels results by commit; the device tool's copy has no .git. The
-    # files asv reads are committed in a scratch copy; the tree is untouched.
-    gpu_check = load_gpu_check()
+    # asv labels results by commit; a runner's copy of the tree may have no
+    # .git. The files asv reads are committed in a scratch copy; the tree is
+    # untouched.
     tree = tmp_path / "tree"
     tree.mkdir()
     for name in ("asv.conf.json", "pyproject.toml"):
@@ -468,7 +455,7 @@ def test_asv_without_git_gets_a_throwaway_commit_in_a_copy(tmp_path, monkeypatch
     for name in ("benchmarks", "gnnperf"):
         (tree / name).mkdir()
         (tree / name / "__init__.py").write_text("")
-    root, commit, reason = gpu_check.asv_commit(tree, tmp_path / "scratch")
+    root, commit, reason = asv_step.asv_commit(tree, tmp_path / "scratch")
     assert reason == "" and root == tmp_path / "scratch" / "asv-repo" and len(commit) == 40
     shown = subprocess.run(["git", "show", "--stat", "--format=%s", commit], cwd=root,
                            capture_output=True, text=True).stdout
@@ -478,7 +465,7 @@ def test_asv_without_git_gets_a_throwaway_commit_in_a_copy(tmp_path, monkeypatch
     if (ROOT / ".git").exists():
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                               text=True).stdout.strip()
-        assert gpu_check.asv_commit(ROOT, tmp_path) == (ROOT, head, "")
-    monkeypatch.setattr(gpu_check.shutil, "which", lambda name: None)
-    _, commit, reason = gpu_check.asv_commit(tree, tmp_path / "scratch")
+        assert asv_step.asv_commit(ROOT, tmp_path) == (ROOT, head, "")
+    monkeypatch.setattr(asv_step.shutil, "which", lambda name: None)
+    _, commit, reason = asv_step.asv_commit(tree, tmp_path / "scratch")
     assert commit == "" and reason.startswith("no .git here and no git")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The wheels a borrowed GPU machine lacks for tools/gpu_check.sh, fetched
+# The wheels a GPU runner that reaches no package index lacks for tools/gpu_check.sh, fetched
 # here (where the package index is) for its image's CPython 3.12 on
-# manylinux x86_64, into an ignored folder the device tool carries
+# manylinux x86_64, into an ignored folder copied along with the tree
 # (docs/gpu-runner.md):
 #   tools/gpu_wheels.sh [DIR]           # default .gpu-wheels; then carry: [".gpu-wheels"]
 #   tools/gpu_wheels.sh --check [DIR]   # also install them as the GPU machine will, into a
@@ -20,7 +20,7 @@ python="${PYTHON:-$(command -v python3 || command -v python)}"
 # two stops; raise them together): asv and what it imports on every run
 # (asv_runner, json5, importlib-metadata and its lazy-importer, pympler for
 # its memory benchmarks), and pymetis (the cluster variants). Left out, as the
-# image has them (device KINDS.md): build, packaging, pyyaml, tabulate,
+# image has them: build, packaging, pyyaml, tabulate,
 # typing-extensions, zipp, filelock; and virtualenv with its own dependencies
 # (6 MiB): asv imports it only to build environments, and the check runs asv
 # with --python=same.
@@ -28,7 +28,7 @@ wheels=(asv==0.6.6 asv_runner==0.3.2 json5==0.17.3 pympler==1.1 importlib-metada
         lazy-importer==0.1.0 pymetis==2025.2.2)
 # The image's own, for the --check stand-in only (never carried).
 image=(packaging pyyaml tabulate build typing-extensions zipp filelock)
-limit=$((64 * 1024 * 1024))  # the device tool's: the working tree and carried paths together
+limit=$((64 * 1024 * 1024))  # the runner's limit on what is copied: the working tree and the wheels together
 
 mkdir -p "$dir"
 rm -f "$dir"/*.whl
@@ -44,7 +44,7 @@ if git rev-parse --show-toplevel >/dev/null 2>&1; then
 fi
 echo "$(ls "$dir"/*.whl | wc -l) wheels in $dir: $((bundle / 1024)) KiB;" \
      "with the working tree ($((tree / 1024 / 1024)) MiB) $(((bundle + tree) / 1024 / 1024)) MiB" \
-     "of the device tool's 64 MiB"
+     "of the 64 MiB copy limit"
 if [ $((bundle + tree)) -ge "$limit" ]; then
     echo "gpu_wheels: $dir and the working tree exceed 64 MiB; carry less" >&2
     exit 1
