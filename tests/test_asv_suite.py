@@ -740,3 +740,20 @@ def test_a_users_model_package_joins_the_suite_from_its_own_folder(tmp_path):
                            capture_output=True, text=True, timeout=300)
     assert found.returncode == 0, found.stderr[-2000:]
     assert "teammodels.nets:build" in found.stdout
+
+
+def test_each_benchmark_gets_the_regression_threshold_the_suite_declares_for_it():
+    """asv publish takes the largest threshold of every regressions_thresholds
+    pattern that matches a benchmark, so a catch-all must not match the
+    benchmarks a smaller threshold is declared for (peak memory)."""
+    pytest.importorskip("asv")
+    import importlib.util
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("history_study", root / "tools" / "history_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    threshold = study.asv_threshold
+    assert threshold("training.PeakMemory.peakmem_train_step('cora', 'baseline')") == 0.05
+    assert threshold("training.TrainStep.time_train_step('cora', 'baseline', 'gcn')") == 0.25
+    assert threshold(study.figure_entry("relative")) == 0.10
+    assert threshold("compile.Compile.track_compile_seconds('cora', 'compiled')") == 0.30
