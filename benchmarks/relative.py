@@ -3,7 +3,7 @@ block after block (:class:`~benchmarks.training.TrainStepOverReference`).
 
 One asv value of a raw step time carries the speed of the machine at that
 minute and of the CPU its process landed on: between identical commits it
-moves by several percent on a shared runner (docs/history.md), more than a
+moves by several percent on a shared runner (docs/results.md), more than a
 1% a commit drift. Timed in the same process, alternating with the step
 under test, a fixed reference workload runs at that same speed, so the
 ratio of the two cancels it, as the gate's interleaved pairs cancel it
@@ -61,8 +61,8 @@ class ReferenceStep:
     gets the reference of its kind (:func:`reference_for`): features stored
     as the case stores them (dense, or sparse: CSR, one sparse product with
     the first weight), and for a full-graph dense step the same input
-    dropout over the whole feature matrix. docs/history.md has the spread
-    each choice cut.
+    dropout over the whole feature matrix: each choice narrows the spread
+    between processes (docs/results.md).
 
     Args:
         device (torch.device): Where its tensors live and it runs.
@@ -369,8 +369,8 @@ def over_builds(measure: Callable[[int], float], builds: int) -> float:
     building (from the second on) its own case and reference. A build's
     layout (cache sets, page boundaries, the allocator's bins) sets how its
     step runs: an offset of a few percent that stays for the process's life
-    and that no number of rounds averages out (docs/results.md, "The step
-    over a reference"). A new build allocates its model, optimiser state,
+    and that no number of rounds averages out (docs/results.md, "A figure's
+    spread across asv environment builds"). A new build allocates its model, optimiser state,
     batches and reference anew (the graph's own tensors are shared between
     builds), and spacers of random size, kept until the last build, shift
     the host heap under it, in the spirit of Stabilizer's re-randomised
