@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gnnperf import asv_init
     from gnnperf.ci import adopt, nightly, policy
     from gnnperf.gate import cli as gate_cli
-    from gnnperf.gate import history
+    from gnnperf import history
     for wing in (gate_cli, history, asv_init, adopt, policy, nightly):
         wing.add_parser(sub)
     return parser

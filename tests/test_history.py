@@ -17,10 +17,10 @@ import scipy.stats  # noqa: F401
 # happens to run first; without it the module skips with its install line.
 pytest.importorskip("ruptures", reason="pip install ruptures (gnnperf's bench extra)")
 
+from gnnperf import history
 from gnnperf.cli import main
 from gnnperf.errors import GnnperfError
-from gnnperf.gate import history
-from gnnperf.gate.history import HistoryTooShort, find_changes, read_asv_results
+from gnnperf.history import HistoryTooShort, find_changes, read_asv_results
 
 NOISE = 0.01  # 1% normal noise: a quiet runner's spread of one asv value
 
@@ -186,6 +186,40 @@ def test_reader_refuses_what_is_not_a_results_folder(tmp_path):
     (tmp_path / "b" / "x.json").write_text("{}")
     with pytest.raises(GnnperfError, match="name one with --machine"):
         read_asv_results(tmp_path)
+
+
+def test_reader_gives_each_combination_its_value_a_failure_and_an_na(tmp_path):
+    """The rows every reader of asv's results goes through: the product of
+    the parameters in asv's order, a row that failed whole stored as one
+    null, NaN an n/a; the files of a commit on any machine; the commits a
+    folder measured, an unreadable file measuring nothing."""
+    from gnnperf.history import asv_results
+    params = [["'cora'"], ["'baseline'", "'sampled'"], ["'gcn'", "'gat'"]]
+    row = {"result": [1.0, float("nan"), 3.0], "params": params}
+    combos = asv_results.combinations(row)
+    assert [c for c, _ in combos] == [("'cora'", "'baseline'", "'gcn'"),
+                                      ("'cora'", "'baseline'", "'gat'"),
+                                      ("'cora'", "'sampled'", "'gcn'")]  # past the values: none
+    assert combos[0][1] == 1.0 and combos[1][1] != combos[1][1] and combos[2][1] == 3.0
+    assert [v for _, v in asv_results.combinations({"result": None, "params": params})] == \
+        [None] * 4
+    assert asv_results.combinations({"result": 5, "params": params}) == []
+    commits = _commits(3)
+    _write_results(tmp_path, commits, [1.0] * 3, [2.0] * 3, [98] * 3)
+    # asv names a result file by the commit's first 8 characters.
+    (tmp_path / "ci" / f"{commits[1][-8:]}-env.json").rename(
+        tmp_path / "ci" / f"{commits[1][:8]}-env.json")
+    [found] = asv_results.commit_files(tmp_path, commits[1])
+    assert found.commit == commits[1] and found.env == "env" and BENCH in found.rows
+    assert found.rows[BENCH]["stats_ci_99_a"] == [0.99, 1.98]
+    assert asv_results.machine_name(tmp_path / "ci") == "ci"
+    (tmp_path / "ci" / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "ci" / "cut.json").write_text('{"commit_hash": ')
+    assert asv_results.measured_commits(tmp_path / "ci") == set(commits)
+    with pytest.raises(GnnperfError, match="cut.json: not JSON"):
+        asv_results.result_files(tmp_path / "ci")
+    with pytest.raises(GnnperfError, match="no machine name"):
+        asv_results.machine_name(tmp_path)
 
 
 def test_history_command_names_the_commit_the_size_and_the_work_metric(tmp_path, capsys):

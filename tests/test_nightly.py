@@ -288,6 +288,18 @@ def test_merge_takes_only_what_asv_writes(tmp_path):
 HISTORY = [hashlib.sha1(str(i).encode()).hexdigest() for i in range(20, 0, -1)]  # newest first
 
 
+def test_the_measured_commits_are_the_result_files_an_unreadable_one_measuring_nothing(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "machine.json").write_text('{"machine": "m"}')
+    for commit in HISTORY[3:5]:
+        (folder / f"{commit[:8]}-env.json").write_text(json.dumps(_result(commit, {})))
+    (folder / "cut.json").write_text('{"commit_hash": ')
+    (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert nightly.measured_commits(tmp_path, "m") == set(HISTORY[3:5])
+    assert nightly.measured_commits(tmp_path, "absent") == set()
+
+
 def test_first_run_measures_the_tip_only():
     assert nightly.select(HISTORY, set(), 3) == HISTORY[:1]
     # Results of commits elsewhere (a PR's, another branch's) are not this history's.

@@ -38,6 +38,7 @@ BENCH = "training.TrainStep.time_train_step"
 
 sys.path.insert(0, str(ROOT))
 from gnnperf.gate import faults  # noqa: E402
+from gnnperf.history.asv_results import combinations, commit_files  # noqa: E402
 
 # +100% CPU time per training step, every variant (gnnperf.gate.faults): a
 # smaller slowdown sits inside asv's own noise on a 2-core machine, where a
@@ -86,19 +87,18 @@ def write_conf(work: Path, repo: Path) -> Path:
 
 
 def medians(results_dir: Path, commit: str) -> dict[str, float]:
-    """variant -> median step time of :data:`BENCH` at :obj:`commit`."""
+    """``dataset/variant`` (``/model`` where the benchmark ran several) ->
+    median step time of :data:`BENCH` at :obj:`commit`."""
     out = {}
-    for path in results_dir.glob(f"*/{commit[:8]}-*.json"):
-        data = json.loads(path.read_text())
-        row = dict(zip(data["result_columns"], data["results"].get(BENCH, [])))
+    for result in commit_files(results_dir, commit):
+        row = result.rows.get(BENCH)
         if not row:
             continue
-        variants = row["params"][1]
-        datasets = row["params"][0]
-        for i, value in enumerate(row["result"]):
+        several_models = len(row["params"]) > 2 and len(row["params"][2]) > 1
+        for combo, value in combinations(row):
             if value is not None:
-                d, v = divmod(i, len(variants))
-                out[f"{datasets[d].strip(chr(39))}/{variants[v].strip(chr(39))}"] = value
+                dataset, variant, *model = (p.strip("'") for p in combo)
+                out["/".join([dataset, variant, *(model if several_models else [])])] = value
     return out
 
 

@@ -37,7 +37,7 @@ reported change point is a false alarm, counted per 100 commits of history.
 Each is counted two ways: any detection, and one that *fails* ``gnnperf
 history`` (a rise past ``--threshold`` whose 95% interval leaves out no
 change: its ``REGRESSION``). A ramp is *found as one change* when exactly
-one reported change (after :func:`gnnperf.gate.history.describe`'s merging of
+one reported change (after :func:`gnnperf.history.describe`'s merging of
 same-direction change points fewer than ``--merge-within`` commits apart)
 covers it. The merge window is a setting of its own, not the ramp's length:
 the curve is computed at each window given (default 5, 10 and 20 commits),
@@ -218,7 +218,7 @@ KINDS = {"A/A": (0.0, 0), "+3% step": (0.03, 1), "+5% step": (0.05, 1),
          "20 x +0.5% ramp": (0.005, 20)}
 
 #: The merge windows the curve is shown at by default: gnnperf history's
-#: (gnnperf.gate.history.MERGE_WITHIN, 10) and one either side of it.
+#: (gnnperf.history.MERGE_WITHIN, 10) and one either side of it.
 MERGE_WINDOWS = "5,10,20"
 
 #: The asv method whose threshold is asv.conf.json's for the pool's figure,
@@ -386,7 +386,7 @@ def read_pools(paths: list[Path]) -> dict:
 
 def study(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
-    from gnnperf.gate.history import describe, DETECTORS
+    from gnnperf.history import describe, DETECTORS
     pool = read_pools(args.pool)
     methods = resolve_methods({name: METHODS[name] for name in (
         args.methods.split(";") if args.methods else METHODS)}, pool["figure"])
@@ -511,11 +511,11 @@ def read_history(folder: Path, windows: list[int], tolerance: int, threshold: fl
                  ) -> list[dict]:
     """Each case of one scratch history (tools/scratch_history.py's
     ``--dir``): its values, and at each merge window what ``gnnperf
-    history`` reports on it (its own :func:`~gnnperf.gate.history.analyse`,
+    history`` reports on it (its own :func:`~gnnperf.history.analyse`,
     one series at a time, as ``--bench`` with the series' name reads it) and
     what ``asv publish`` would (asv.conf.json's threshold as asv applies it,
     and asv's default 0.05), scored as :func:`score` scores a composed one."""
-    from gnnperf.gate.history import analyse, describe, detect_asv, read_asv_results, select
+    from gnnperf.history import analyse, describe, detect_asv, read_asv_results, select
     run = json.loads((folder / "run.json").read_text())
     index = {c["commit"]: c["index"] for c in run["commits"]}
     first, last = _injected(run["commits"])

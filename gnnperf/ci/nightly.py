@@ -36,43 +36,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError
+from gnnperf.history import asv_results
+from gnnperf.history.asv_results import BENCHMARKS_FILE, MACHINE_FILE, PER_PARAMETER, result_rows
 from gnnperf.io import check_output
 
 #: The branch that holds the history unless the repository names another.
 DEFAULT_BRANCH = "gnnperf-results"
 #: The folder of the branch that holds asv's results tree.
 RESULTS_FOLDER = "results"
-#: asv writes these beside the per-commit result files of a machine.
-MACHINE_FILE = "machine.json"
-BENCHMARKS_FILE = "benchmarks.json"
 #: A name asv writes (machine folders, result files): nothing else is merged.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 #: A results file larger than this is no asv result (asv's are kilobytes).
 MAX_FILE_BYTES = 64 * 1024 * 1024
-#: The columns of a result row that hold one value per parameter combination.
-_PER_PARAMETER = {"result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75",
-                  "stats_number", "stats_repeat", "samples"}
 
 
 # --- which commits a nightly measures ---------------------------------------
 
 def measured_commits(results_dir: Path, machine: str) -> set[str]:
-    """Full hashes of the commits with a result file for :obj:`machine`."""
-    folder = Path(results_dir) / machine
-    hashes: set[str] = set()
-    if not folder.is_dir():
-        return hashes
-    for path in folder.glob("*.json"):
-        if path.name in (MACHINE_FILE, BENCHMARKS_FILE):
-            continue
-        try:
-            commit = json.loads(path.read_text(encoding="utf-8")).get("commit_hash")
-        except (OSError, ValueError, AttributeError):
-            commit = None  # an unreadable file measures nothing
-        if isinstance(commit, str) and commit:
-            hashes.add(commit)
-    return hashes
+    """Full hashes of the commits with a result file for :obj:`machine`
+    (:func:`gnnperf.history.asv_results.measured_commits`)."""
+    return asv_results.measured_commits(Path(results_dir) / machine)
 
 
 def first_parent_commits(rev: str = "HEAD", repo: Path | str = ".") -> list[str]:
@@ -144,12 +128,6 @@ def _load_json(path: Path) -> dict:
     return data
 
 
-def _rows(data: dict) -> dict[str, dict]:
-    """A result file's rows by benchmark, each as {column: value}."""
-    columns = data.get("result_columns") or []
-    return {name: dict(zip(columns, row)) for name, row in (data.get("results") or {}).items()}
-
-
 def _has_values(row: dict) -> bool:
     result = row.get("result")
     return result is not None and any(value is not None for value in result)
@@ -171,7 +149,7 @@ def merge_rows(old: dict, new: dict) -> dict:
     merged = dict(new)
     if len(old["result"]) != len(new["result"]) or old.get("params") != new.get("params"):
         return merged  # other parameters: the new grid is the benchmark now
-    for column in _PER_PARAMETER:
+    for column in PER_PARAMETER:
         old_values, new_values = old.get(column), new.get(column)
         if old_values is None:
             continue
@@ -192,7 +170,7 @@ def merge_result_file(old: dict, new: dict) -> dict:
     for column in old.get("result_columns") or []:
         if column not in columns:
             columns.append(column)
-    old_rows, new_rows = _rows(old), _rows(new)
+    old_rows, new_rows = result_rows(old), result_rows(new)
     rows = dict(old_rows)
     for name, row in new_rows.items():
         rows[name] = merge_rows(old_rows[name], row) if name in old_rows else row
@@ -233,7 +211,7 @@ def _check_result(data: dict, name: str) -> None:
         if not isinstance(row, list) or len(row) > len(columns):
             raise ValueError("a row that is not a list of the columns")
         for column, value in zip(columns, row):
-            if column in _PER_PARAMETER and value is not None and not isinstance(value, list):
+            if column in PER_PARAMETER and value is not None and not isinstance(value, list):
                 raise ValueError(f"{column} is not a list")
     if not isinstance(data.get("durations", {}), dict):
         raise ValueError("durations is not a mapping")
