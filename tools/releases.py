@@ -1,17 +1,17 @@
 """What each torch_geometric and torch release did to GNN training on one
-machine: the data of docs/releases.md and the page's tables rendered from it.
+machine: the data of the record's "What each release did" (docs/results.md)
+and the tables rendered from it.
 
     python tools/releases.py collect --gates DIR [--asv-results DIR]   # docs/data/releases.json
-    python tools/releases.py page [--check]                           # the page's tables
+    python tools/figures.py                                           # the record's tables
 
 ``collect`` reads the JSON of each ``gnnperf gate`` between two releases
 (``<series>-<base>-<head>.json`` in ``--gates``, series ``pyg`` or
 ``torch``; the command that wrote it in ``<name>.cmd``, its exit status in
 ``<name>.rc``) and asv's results over the release tags (the machine's folder
-of an adopting repository's ``.gnnperf/.asv/results``). ``page`` writes
-every table of docs/releases.md between its ``<!-- releases:NAME -->``
-markers from that data alone; ``--check`` exits 1 where the page differs
-(tests/test_releases.py runs it).
+of an adopting repository's ``.gnnperf/.asv/results``). :data:`TABLES`
+render the record's blocks ``<!-- figure:releases-NAME -->`` from that data
+alone (tools/figures.py calls them).
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "data" / "releases.json"
-PAGE = ROOT / "docs" / "releases.md"
 SERIES = {"pyg": "torch_geometric", "torch": "torch"}
 #: asv benchmarks the page tabulates, by the name asv gives them.
 ASV_TIME = "training.TrainStep.time_train_step"
@@ -92,21 +91,19 @@ def _gate(path: Path) -> dict:
 
 def _asv(results: Path, tags: dict[str, str]) -> dict:
     """Per tag: each variant's step time (ms) and ATen op count from asv's
-    result files in one machine's folder (``tags``: tag -> full commit)."""
+    result files in one machine's folder (``tags``: tag -> full commit),
+    read by gnnperf's one reader of asv's results."""
+    from gnnperf.history.asv_results import combinations, result_files
     by_commit = {}
-    for path in results.glob("*.json"):
-        doc = json.loads(path.read_text())
-        if "commit_hash" not in doc:
-            continue
-        columns = doc["result_columns"]
+    for result in result_files(results):
         row = {}
         for name, key in ((ASV_TIME, "time_ms"), (ASV_OPS, "aten_ops")):
-            if name not in doc["results"]:
+            if name not in result.rows:
                 continue
-            got = dict(zip(columns, doc["results"][name]))
-            datasets, variants, *rest = ([p.strip("'") for p in axis] for axis in got["params"])
-            values = got["result"] or []
-            # params: dataset x variant (x model); one dataset and one model here.
+            # params: dataset x variant (x model); one dataset and one model here,
+            # so the first combinations are the variants'.
+            variants = [axis.strip("'") for axis in result.rows[name]["params"][1]]
+            values = [value for _, value in combinations(result.rows[name])]
             per_variant = {}
             for i, variant in enumerate(variants):
                 value = values[i] if i < len(values) else None
@@ -114,8 +111,8 @@ def _asv(results: Path, tags: dict[str, str]) -> dict:
                     value = round(value * 1e3, 3)
                 per_variant[variant] = value if value == value else "n/a"
             row[key] = per_variant
-            row["started"] = doc.get("started_at")
-        by_commit[doc["commit_hash"]] = row
+            row["started"] = result.started_at
+        by_commit[result.commit] = row
     return {"benchmarks": [ASV_TIME, ASV_OPS],
             "tags": [{"tag": tag, "commit": commit, **by_commit.get(commit, {})}
                      for tag, commit in sorted(tags.items(), key=lambda t: _version_key(t[0]))]}
@@ -160,14 +157,18 @@ def _this_machine() -> dict:
 
 
 def collect(gates: Path, asv_results: Path | None, tags: dict[str, str], out: Path) -> dict:
+    from gnnperf.errors import GnnperfError
+    from gnnperf.history.asv_results import machine_name
     found = sorted((p for p in gates.glob("*-*-*.json") if p.stem.split("-")[0] in SERIES),
                    key=lambda p: (p.stem.split("-")[0], _version_key(p.stem.split("-")[1]),
                                   p.stem.endswith("-repeat")))
     data = {"gates": [_gate(p) for p in found],
             "bisects": [_bisect(p) for p in sorted(gates.glob("bisect-*-*-*.txt"))]}
     if asv_results is not None:
-        data["asv"] = _asv(asv_results, tags)
-        data["asv"]["machine"] = json.loads((asv_results / "machine.json").read_text())["machine"]
+        try:
+            data["asv"] = {**_asv(asv_results, tags), "machine": machine_name(asv_results)}
+        except GnnperfError as exc:  # a folder that is not a machine's of asv's results
+            raise SystemExit(f"--asv-results: {exc}") from None
     data["machine"] = _this_machine()
     out.write_text(json.dumps(data, indent=1) + "\n")
     return data
@@ -386,17 +387,6 @@ TABLES = {
     "report": _report,
     "commands": _commands,
 }
-_BLOCK = re.compile(r"(<!-- releases:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /releases:(?P=name) -->)",
-                    re.S)
-
-
-def render(page: str, data: dict) -> str:
-    def fill(match: re.Match) -> str:
-        name = match["name"]
-        if name not in TABLES:
-            raise SystemExit(f"docs/releases.md: no table named {name!r} ({', '.join(TABLES)})")
-        return match.group(1) + "\n".join(TABLES[name](data)) + "\n" + match.group(4)
-    return _BLOCK.sub(fill, page)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -406,25 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--gates", type=Path, required=True)
     c.add_argument("--asv-results", type=Path)
     c.add_argument("--tags", default="", help="tag=commit,... of the asv run")
-    p = sub.add_parser("page")
-    p.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
-    if args.command == "collect":
-        tags = dict(item.split("=", 1) for item in args.tags.split(",") if item)
-        collect(args.gates, args.asv_results, tags, DATA)
-        print(f"wrote {DATA.relative_to(ROOT)}")
-        return 0
-    data = json.loads(DATA.read_text())
-    page = PAGE.read_text()
-    rendered = render(page, data)
-    if args.check:
-        if rendered != page:
-            print("docs/releases.md differs from docs/data/releases.json: "
-                  "python tools/releases.py page", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(rendered)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+    tags = dict(item.split("=", 1) for item in args.tags.split(",") if item)
+    collect(args.gates, args.asv_results, tags, DATA)
+    print(f"wrote {DATA.relative_to(ROOT)} (python tools/figures.py renders the record)")
     return 0
 
 
