@@ -339,7 +339,7 @@ def add_parser(sub) -> None:
                     "under test), installs this gnnperf beside each with torch pinned (a wheel "
                     "built now from a clone, else gnnperf==<this version>), and measures them "
                     "with the suite that gnnperf carries. Then: cd OUT && asv run --bench "
-                    "training.TrainStep v2.5.0..v2.6.0 (docs/your-library.md).")
+                    "training.TrainStep 2.6.1..2.7.0 (docs/your-library.md).")
     parser.add_argument("--repo", required=True,
                         help="the library's git clone (a path) or its URL")
     parser.add_argument("--out", type=Path, required=True,

@@ -498,28 +498,20 @@ def asv_config(root: Path) -> dict:
 
 def asv_results(root: Path, commit: str) -> dict:
     """Numbers and failed values in asv's results of :obj:`commit` (every
-    machine's file of it under the config's ``results_dir``), and each n/a
-    as ``(benchmark, its parameter values)``."""
+    machine's file of it under the config's ``results_dir``, read by
+    :mod:`gnnperf.history.asv_results`), and each n/a as ``(benchmark, its
+    parameter values)``."""
     import ast
-    import itertools
-    import json
+    from gnnperf.history.asv_results import combinations, commit_files
     config = asv_config(root)
     counts: dict = {"numbers": 0, "failed": 0, "n/a": []}
-    for path in (root / config.get("results_dir", ".asv/results")).glob(f"*/{commit[:8]}*.json"):
-        results = json.loads(path.read_text())
-        columns = results.get("result_columns", ["result"])
-        for benchmark, row in results.get("results", {}).items():
-            fields = dict(zip(columns, row))
-            values = fields.get("result") or [None]
-            # asv lists a parameterised benchmark's values in the order of the
-            # product of its parameters' values (each a repr).
-            combos = list(itertools.product(*(fields.get("params") or [])))
-            for index, value in enumerate(values):
+    for result in commit_files(root / config.get("results_dir", ".asv/results"), commit):
+        for benchmark, row in result.rows.items():
+            for combo, value in combinations(row):
                 if value is None:
                     counts["failed"] += 1
                 elif isinstance(value, float) and math.isnan(value):
-                    params = combos[index] if index < len(combos) else ()
-                    counts["n/a"].append((benchmark, tuple(_literal(p, ast) for p in params)))
+                    counts["n/a"].append((benchmark, tuple(_literal(p, ast) for p in combo)))
                 else:
                     counts["numbers"] += 1
     return counts

@@ -133,7 +133,8 @@ def test_the_asv_judge_accepts_an_na_only_where_its_benchmark_declares_what_is_m
     commit = "0123456789abcdef"
 
     def judged(values: list, idle: float, missing: set):
-        results = {"result_columns": ["result", "params"], "results": {
+        results = {"version": 2, "commit_hash": commit, "env_name": "env",
+                   "result_columns": ["result", "params"], "results": {
             "training.CudaStepMemory.track_cuda_peak_mib": [
                 values, [["'cora'"], ["'cluster'", "'sparse'", "'sampled'"], ["'gcn'", "'gat'"]]],
             "training.OffloadGpuIdle.track_gpu_idle_pct": [[idle], [["'cora'"],

@@ -3,7 +3,7 @@
 # suite in minutes, a JSON and a Markdown summary, exit 1 on a failure or a
 # step left (docs/gpu-runner.md; the code is tools/gpu_check/).
 #   tools/gpu_check.sh                              # on the GPU; summary in $OUT or ./gpu-check/
-#   tools/gpu_check.sh --plan call1 --budget-s 450  # the first of two commands, in 450 s
+#   tools/gpu_check.sh --plan call1 --budget-s 450  # half the steps, where a command's time is limited
 #   tools/gpu_check.sh --device cpu                 # the CPU-runnable parts
 #   tools/gpu_check.sh --help                       # every option
 set -euo pipefail

@@ -16,13 +16,14 @@ from gnnperf.history.asv_results import Results, Series
 from gnnperf.history.detect import Change, NotJudged, find_changes
 
 #: The detector ``gnnperf history`` runs unless told otherwise, chosen by
-#: the operating curve of tools/history_study.py (docs/history.md).
+#: the operating curve of tools/history_study.py (docs/results.md, "Finding a
+#: change in an asv history").
 DEFAULT_METHOD = "ruptures"
 #: The series judged by default: the suite's history figure, a step's time
 #: over a reference step's timed in the same process, where the machine's
 #: speed cancels. On a shared machine the raw ``time_`` values of identical
-#: commits spread past a 5% step (a false +11% on an A/A scratch history,
-#: docs/history.md); ``--bench '\.time_'`` judges them on a quiet runner.
+#: commits spread past a 5% step (docs/results.md, "A ramp in a scratch
+#: history"); ``--bench '\.time_'`` judges them on a quiet runner.
 DEFAULT_BENCH = r"\.track_step_over_reference"
 
 

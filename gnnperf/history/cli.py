@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
                              "suite's reference step; '\\.time_' for the raw step times)")
     parser.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(DETECTORS),
                         help="change-point detector (default: %(default)s; "
-                             "docs/history.md compares them)")
+                             "docs/results.md compares them)")
     parser.add_argument("--threshold", type=float, default=0.03,
                         help="a rise past this fraction, its 95%% interval leaving out no "
                              "change, is a regression that fails (default: %(default)s, the "
