@@ -22,8 +22,8 @@ Three steps::
     #    installed and measured by asv in its own environment
     #    (tools/scratch_history.py), read as `gnnperf history` reads them.
     python tools/history_study.py real --histories /tmp/aa1 /tmp/ramp1 ... \\
-        --json docs/data/history-real-curve.json
-    python tools/history_study.py real --data docs/data/history-real-curve.json \\
+        --json REAL.json
+    python tools/history_study.py real --data REAL.json \\
         --study STUDY...       # the table again, from the data, beside the resampled curve
 
     # gnnperf history's curve of several studies, a row each, every kind found
