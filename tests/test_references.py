@@ -66,3 +66,41 @@ def test_nothing_a_reader_reads_names_an_issue_number():
              for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
              if pattern.search(line)]
     assert found == [], found
+
+
+#: A commit hash: 7 to 40 hex digits, letters and digits both. A time of day:
+#: hours and minutes, as a lab notebook stamps its runs.
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+MINUTE = re.compile(r"\b(?:[01]?\d|2[0-3]):[0-5]\d\b(?!:)")
+
+
+def _prose_and_code() -> list[Path]:
+    """README, the guides and the product's code: what a reader reads as the
+    present (the record, docs/results.md and docs/data, dates its entries)."""
+    keep = ("gnnperf/", "benchmarks/", "tools/", "docs/", "README.md")
+    return [p for p in _tracked() if p.relative_to(ROOT).as_posix().startswith(keep)
+            and p.suffix in (".py", ".md", ".sh")
+            and not p.relative_to(ROOT).as_posix().startswith(("docs/data", "docs/results.md"))]
+
+
+def _stamps(text: str) -> list[tuple[int, str]]:
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        # A pinned action's commit is a pin a workflow needs, not a reference to history.
+        line = re.sub(r"\"actions/[\w-]+\",\s*\"[0-9a-f]{40}\"|\"[0-9a-f]{40}\", \"v[\d.]+\"", "", line)
+        found += [(n, m.group(0)) for m in COMMIT.finditer(line)]
+        found += [(n, m.group(0)) for m in MINUTE.finditer(line)]
+    return found
+
+
+def test_no_commit_hash_or_minute_stamp_in_readme_guides_or_code():
+    found = [f"{path.relative_to(ROOT)}:{n}: {stamp}" for path in _prose_and_code()
+             for n, stamp in _stamps(path.read_text(errors="replace"))]
+    assert found == [], "say what the code does now; git keeps when:\n" + "\n".join(found)
+
+
+def test_the_stamp_check_sees_a_hash_and_a_minute():
+    text = ("measured at 05:41 on 84b955b\n"
+            '    "checkout": ("actions/checkout", "11d5960a326750d5838078e36cf38b85af677262", "v4.4.0"),\n'
+            "a 3:1 split at 300 s, cafe, 1e7, deadbeef\n")
+    assert _stamps(text) == [(1, "84b955b"), (1, "05:41")]
