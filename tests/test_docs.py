@@ -336,3 +336,39 @@ def test_a_newcomers_tasks_are_two_clicks_from_the_readme():
                if not any(command in page.read_text() for page in reached for command in commands)]
     assert not missing, (f"no page within two clicks of the README shows how to: {missing} "
                          f"(reached: {sorted(str(p.relative_to(ROOT)) for p in reached)})")
+
+
+def _gpu_check_plans() -> int:
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from gpu_check.plan import PLANS
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return len(PLANS)
+
+
+def _xdist_workers() -> int:
+    import tomllib
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    return int(re.search(r"-n (\d+)", addopts)[1]) if isinstance(addopts, str) else \
+        int(addopts[addopts.index("-n") + 1])
+
+
+#: Each count the docs state, and where the code keeps it.
+COUNTS = {
+    ("README.md", r"on (\w+) pytest-xdist workers"): _xdist_workers,
+    ("docs/testing.md", r"(\w+) pytest-xdist workers"): _xdist_workers,
+    ("docs/gpu-runner.md", r"split the check into (\w+) commands"): _gpu_check_plans,
+    ("docs/workflows.md", r"the (\w+) workflows below"):
+        lambda: len(list((ROOT / "gnnperf" / "ci" / "templates").glob("*.yml"))),
+}
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def test_the_counts_the_docs_state_are_the_codes():
+    for (page, phrase), count in COUNTS.items():
+        found = re.findall(phrase, (ROOT / page).read_text())
+        assert found, f"{page} no longer says {phrase!r}: drop it from COUNTS"
+        for word in found:
+            assert WORDS.get(word, word) in (count(), str(count())), (page, word, count())
