@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,38 @@ def test_a_fault_touches_only_the_copy_and_one_variant(tmp_path):
         faults.fault_patch("slowdown", "baseline", 0.0)
 
 
+def test_a_busy_wait_fault_replaces_the_one_before_it(tmp_path):
+    """tools/scratch_history.py's commits: each carries one busy-wait fault,
+    its own size, the one before it cut off."""
+    registry = tmp_path / faults.PATCHED_FILE
+    registry.parent.mkdir(parents=True)
+    original = (ROOT / faults.PATCHED_FILE).read_text()
+    registry.write_text(original)
+    assert not faults.remove(tmp_path)
+    faults.inject(tmp_path, "busy-wait", None, 0.01, wait_us=165, note="commit 1")
+    assert faults.remove(tmp_path) and registry.read_text() == original
+    last = faults.inject(tmp_path, "busy-wait", None, 0.0, note="commit 2")
+    assert registry.read_text() == original + last and "# commit 2\n" in last
+    for bad in ({"amount": -0.01}, {"wait_us": -1.0}):
+        with pytest.raises(ValueError):
+            faults.fault_patch("busy-wait", **bad)
+    with pytest.raises(ValueError):
+        faults.fault_patch("slowdown", amount=0.1, wait_us=5.0)  # busy-wait's alone
+
+    class Variant:  # what the patch wraps: a build whose run has a step
+        name = "baseline"
+
+        def build(self, data, config, device):
+            return type("Run", (), {"step": staticmethod(lambda batch: batch)})()
+
+    namespace = {"Variant": Variant}
+    exec(faults.fault_patch("busy-wait", None, 0.0, wait_us=20_000), namespace)
+    run = Variant().build(None, None, None)
+    start = time.process_time()
+    assert run.step(7) == 7
+    assert time.process_time() - start >= 0.02  # the fixed part: CPU time, not a sleep
+
+
 def test_sensitivity_rates():
     def trial(s, ratio, p):
         rec = {"ratio": ratio, "p_slower": p, "p_faster": 1 - p}
@@ -308,6 +341,9 @@ def test_an_aa_only_study_times_only_the_aa_comparisons(monkeypatch):
 # then commit 2 against its parent: 3 gates, where 9 commits took 6. The work
 # search on it takes the other branch (commit 1 differs from GOOD).
 EXTRA_OP_AT, SLOWDOWN_AT, COMMITS = 1, 2, 2
+#: The bound gnnperf.gate.bisection's docstring states: ceil(log2(n)) + 2
+#: measurements for n commits after GOOD.
+MAX_MEASUREMENTS = math.ceil(math.log2(COMMITS)) + 2
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +375,7 @@ def test_bisect_by_a_work_metric_finds_the_extra_op(throwaway_repo):
     before, after = (int(x.replace(",", "")) for x in lines[1].split(": ")[1].split(" -> "))
     assert after == before + 1
     runs = int(lines[2].split()[0])
-    assert runs <= gate.max_measurements(COMMITS) == 3
+    assert runs <= MAX_MEASUREMENTS == 3
 
 
 @pytest.mark.e2e
@@ -397,7 +433,7 @@ def test_the_time_search_halves_then_confirms_against_the_parent(throwaway_repo,
     short = [c[:12] for c in chain]
     assert gates == [(short[0], short[2]), (short[0], short[1]), (short[1], short[2])], gates
     assert result.commit == chain[SLOWDOWN_AT] and result.confirmed
-    assert len(result.measurements) == gate.max_measurements(COMMITS) == 3
+    assert len(result.measurements) == MAX_MEASUREMENTS == 3
 
 
 def test_bisect_refuses_refs_in_the_wrong_order(throwaway_repo, capsys):

@@ -321,7 +321,7 @@ def test_a_device_step_is_held_to_its_own_work_host_work_and_copies_apart():
         16, 8, device="cpu")), 1, torch.device("cpu"))
     assert cpu.host_bytes_moved is None and cpu.transfer_bytes is None and cpu.flops > 0
     # The per-step scaling of a run's roofline keeps the figures apart.
-    from gnnperf.measure.runner import VariantResult, with_roofline
+    from gnnperf.measure.runner import with_roofline
     doubled = StepWork(*(2 * v for v in (work.flops, work.bytes_moved, work.gather_bytes)),
                        work.working_set_bytes, 2, host_flops=0,
                        host_bytes_moved=2 * work.host_bytes_moved,

@@ -475,7 +475,7 @@ def _gate_with(monkeypatch, effect, pair_sd, seed=0, **options):
 
 def test_an_inconclusive_verdict_gets_more_pairs_before_it_is_decided(monkeypatch):
     # +6% with a pair-to-pair spread that leaves 6 pairs inconclusive.
-    from gnnperf.gate.stats import TimeSamples, decide
+    from gnnperf.gate.decision import TimeSamples, decide
     verdict, calls, _ = _gate_with(monkeypatch, 0.06, 0.05, seed=3)
     first = _fake_arms(0.06, 0.05, seed=3)[0]
     _, times = first({"base": 0, "head": 0}, [Case("baseline", "cora")], 6, 30, 12.0)

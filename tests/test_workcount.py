@@ -10,14 +10,9 @@ import torch
 
 from gnnperf.measure.case import Case, prepare
 from gnnperf.data import load_dataset
+from gnnperf.gate.work import compare_work
 from gnnperf.variants import TrainingRun
-from gnnperf.measure.workcount import (
-    EXACT_FIELDS,
-    compare_exact,
-    count_ops,
-    measure_work,
-    work_metrics,
-)
+from gnnperf.measure.workcount import EXACT_FIELDS, count_work, measure_work
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -26,6 +21,12 @@ import callgrind_step  # noqa: E402
 @pytest.fixture(scope="module")
 def small_graph():
     return load_dataset("synthetic-10k")
+
+
+def work_metrics(variant: str, data):
+    """One step's work of :obj:`variant` on :obj:`data`, one thread: built,
+    warmed and measured as the gate's work worker does."""
+    return measure_work(prepare(Case(variant, data.name, threads=1), data))
 
 
 @pytest.mark.parametrize("variant", ["baseline", "sampled"])
@@ -53,14 +54,18 @@ def test_one_extra_op_changes_the_metrics(small_graph, monkeypatch):
     after = work_metrics("baseline", small_graph)
     assert after.aten_ops == before.aten_ops + 1
     assert after.op_counts["aten.add"] == before.op_counts["aten.add"] + 1
-    changed = {name for name, _, _ in compare_exact(before.exact(), after.exact())}
-    assert "aten_ops" in changed and "bytes_allocated" in changed
-    assert set(changed) <= set(EXACT_FIELDS)
+    # Compared as the gate compares them (the worker's record: to_dict() and exact()).
+    rows = compare_work(["baseline"], [dict(before.to_dict(), exact=before.exact())],
+                        [dict(after.to_dict(), exact=after.exact())])
+    changed = {row["metric"] for row in rows if not row["same"]}
+    assert {"aten_ops", "bytes_allocated", "op_counts"} <= changed
+    assert changed - {"op_counts"} <= set(EXACT_FIELDS)
+    assert next(row for row in rows if row["metric"] == "op_counts")["op_delta"]["aten.add"] == 1
 
 
 def test_op_counter_counts_one_call_per_op():
     x = torch.ones(3)
-    counts = count_ops(lambda: (x + 1).mul(2).sum())
+    counts = count_work(lambda: (x + 1).mul(2).sum()).counts
     assert counts == {"aten.add": 1, "aten.mul": 1, "aten.sum": 1}
 
 

@@ -9,7 +9,8 @@ then read by ``gnnperf history``.
         --figures relative --step-us 0 --step-pct 1
 
 Clones this checkout into ``--dir`` (its HEAD, or ``--from``), then commits ``--commits`` real
-commits on a branch: each edits ``gnnperf/variants/base.py``; commits
+commits on a branch: each carries one busy-wait fault of ``gnnperf.gate.faults`` (the
+gate's injector, in the clone's variant registry, every variant's step); commits
 ``--ramp-start`` .. ``--ramp-start + --ramp-len - 1`` (1-based) each add
 ``--step-us`` microseconds of busy wait to every training step (165 us is
 1% of a baseline Cora step on the project's 2-vCPU machine: 10 of them are
@@ -33,46 +34,20 @@ import argparse
 import datetime
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = "gnnperf/variants/base.py"
+sys.path.insert(0, str(ROOT))
+from gnnperf.gate import faults  # noqa: E402
+
 #: The two figures of one step each commit: asv's raw step time, and the
 #: step's time over the suite's fixed reference step, timed in the same
 #: process (benchmarks/relative.py), each read by `gnnperf history` apart.
 FIGURES = {"raw": r"training\.TrainStep\.time_train_step",
            "relative": r"training\.TrainStepOverReference\.track_step_over_reference"}
-#: The busy wait each commit sets: module constants read by a wrapper of
-#: the step, appended to the file (every commit carries the same wrapper, so
-#: an A/A history's commits differ in a comment's worth only).
-WAIT = '''
-
-#: Scratch history (tools/scratch_history.py): busy wait per step, in
-#: microseconds and in percent of the step's own CPU time.
-_SCRATCH_WAIT_US = {us}  # commit {index}
-_SCRATCH_WAIT_PCT = {pct}
-
-
-def _scratch_step(self, batch, _step=TrainingRun.step):
-    # CPU time, as the gate's injected slowdowns: more work, which a busy
-    # machine stretches as it stretches the step (a wall-clock wait would
-    # shrink against the step under load).
-    import time
-    start = time.process_time()
-    loss = _step(self, batch)
-    took = time.process_time() - start
-    end = time.process_time() + _SCRATCH_WAIT_US * 1e-6 + took * _SCRATCH_WAIT_PCT / 100
-    while time.process_time() < end:
-        pass
-    return loss
-
-
-TrainingRun.step = _scratch_step
-'''
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -83,20 +58,23 @@ def _git(repo: Path, *args: str) -> str:
 def make_history(repo: Path, commits: int, ramp_start: int, ramp_len: int, step_us: float,
                  step_pct: float = 0.0) -> list[tuple[str, float, float]]:
     """The branch's commits, oldest first, with each one's busy wait (us,
-    and percent of the step's own CPU time)."""
+    and percent of the step's own CPU time). Every commit carries the same
+    wrapper of the step (a ``busy-wait`` fault), only its sizes and a
+    comment naming the commit differ: an A/A history's commits differ in a
+    comment's worth only."""
     _git(repo, "checkout", "-q", "-b", "scratch")
-    path = repo / TARGET
-    text = path.read_text()
-    if "class TrainingRun" not in text or "    def step(self, batch" not in text:
-        raise SystemExit(f"{TARGET}: TrainingRun.step moved; update WAIT")
+    if "class Variant" not in (repo / faults.PATCHED_FILE).read_text():
+        raise SystemExit(f"{faults.PATCHED_FILE}: no Variant class for gnnperf.gate.faults to "
+                         f"wrap; start the branch from a later commit (--from)")
     made = []
     wait, pct = 0.0, 0.0
     for index in range(1, commits + 1):
         if ramp_start <= index < ramp_start + ramp_len:
             wait += step_us
             pct += step_pct
-        body = re.sub(r"\n\n#: Scratch history.*", "", text, flags=re.S)
-        path.write_text(body + WAIT.format(us=round(wait, 3), pct=round(pct, 6), index=index))
+        faults.remove(repo)
+        faults.inject(repo, "busy-wait", None, round(pct, 6) / 100, wait_us=round(wait, 3),
+                      note=f"scratch history (tools/scratch_history.py): commit {index}")
         _git(repo, "commit", "-q", "-am",
              f"scratch commit {index}: busy wait {wait:g} us + {pct:g}% a step")
         made.append((_git(repo, "rev-parse", "HEAD"), wait, pct))

@@ -11,7 +11,6 @@ the halvings and the confirmation).
 """
 from __future__ import annotations
 
-import math
 import subprocess
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -203,7 +202,3 @@ def _bisect_time(chain, case, options, arm, probe, log, repo) -> BisectResult:
     return BisectResult(chain[hi], _subject(repo, chain[hi]), "time", confirm["base_median_s"],
                         confirm["head_median_s"], confirm["verdict"] == "REGRESSION", measured)
 
-
-def max_measurements(commits_after_good: int) -> int:
-    """The bound this search keeps: ``ceil(log2(n)) + 2``."""
-    return math.ceil(math.log2(max(commits_after_good, 1))) + 2

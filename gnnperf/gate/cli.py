@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 from gnnperf.cli_help import command_parser
-from gnnperf.measure.case import DEFAULT_DATASETS, Case
 from gnnperf.errors import GnnperfError
+from gnnperf.gate.compare import GateOptions
+from gnnperf.measure.case import DEFAULT_DATASETS, Case
 
 
 def _log(quiet: bool):
@@ -20,34 +21,51 @@ def _log(quiet: bool):
         lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
-def _add_timing_options(parser: argparse.ArgumentParser, processes: int, rounds: int,
-                        arm_pythons: bool = True) -> None:
-    parser.add_argument("--processes", type=int, default=processes,
-                        help=f"worker pairs, the t-test's replicates (default {processes})")
-    parser.add_argument("--max-processes", type=int,
+def _add_timing_options(parser: argparse.ArgumentParser, interpreters: str | None = "arms"
+                        ) -> None:
+    """The time gate's options, declared once for ``gate``, ``bisect`` and
+    ``sensitivity``: their defaults are :class:`~gnnperf.gate.compare.GateOptions`',
+    so a command line and a gate built in code time alike. :obj:`interpreters`:
+    ``arms`` (``--base-python``/``--head-python``), ``one`` (``--python``, every
+    commit) or ``None`` (the study runs this interpreter)."""
+    parser.add_argument("--processes", type=int, default=GateOptions.processes,
+                        help=f"worker pairs per gate run, the t-test's replicates (default "
+                             f"{GateOptions.processes})")
+    parser.add_argument("--max-processes", type=int, default=GateOptions.max_processes,
                         help="adaptive budget: an inconclusive verdict ('same' with its 95%% "
                              "interval past the threshold) gets one more pair at a time up "
                              "to this many (default 3 x --processes; = --processes: off)")
-    parser.add_argument("--rounds", type=int, default=rounds,
-                        help=f"interleaved rounds per pair (default {rounds})")
-    parser.add_argument("--sample-ms", type=float, default=12.0,
-                        help="target CPU time of one timed block of steps (default 12)")
-    parser.add_argument("--threshold", type=float, default=0.03,
-                        help="minimum effect: relative slowdown that may fail (default 0.03)")
-    parser.add_argument("--alpha", type=float, default=0.01,
-                        help="one-sided significance level (default 0.01)")
-    parser.add_argument("--no-pin", action="store_true",
+    parser.add_argument("--rounds", type=int, default=GateOptions.rounds,
+                        help=f"interleaved rounds per pair (default {GateOptions.rounds})")
+    parser.add_argument("--sample-ms", type=float, default=GateOptions.sample_ms,
+                        help=f"target CPU time of one timed block of steps (default "
+                             f"{GateOptions.sample_ms:g})")
+    parser.add_argument("--threshold", type=float, default=GateOptions.threshold,
+                        help=f"minimum effect: relative slowdown that may fail (default "
+                             f"{GateOptions.threshold:g})")
+    parser.add_argument("--alpha", type=float, default=GateOptions.alpha,
+                        help=f"one-sided significance level (default {GateOptions.alpha:g})")
+    parser.add_argument("--no-pin", action="store_true", default=not GateOptions.pin_cpus,
                         help="let the OS place the workers (default: both arms of a pair "
                              "share one CPU, so a slow CPU cancels in their ratio)")
-    if not arm_pythons:
+    if interpreters == "one":
         parser.add_argument("--python", default=sys.executable,
                             help="interpreter every commit runs under (default: this one)")
-        return
-    parser.add_argument("--base-python", default=sys.executable,
-                        help="interpreter of the base arm (another venv: other torch or "
-                             "torch-geometric releases; default: this one)")
-    parser.add_argument("--head-python", default=sys.executable,
-                        help="interpreter of the head arm (default: this one)")
+    elif interpreters == "arms":
+        parser.add_argument("--base-python", default=sys.executable,
+                            help="interpreter of the base arm (another venv: other torch or "
+                                 "torch-geometric releases; default: this one)")
+        parser.add_argument("--head-python", default=sys.executable,
+                            help="interpreter of the head arm (default: this one)")
+
+
+def _gate_options(args: argparse.Namespace, **fields) -> GateOptions:
+    """The gate's options from :func:`_add_timing_options`' parsed values and
+    the command's own :obj:`fields`: the one place a command line becomes a
+    :class:`~gnnperf.gate.compare.GateOptions`."""
+    return GateOptions(processes=args.processes, max_processes=args.max_processes,
+                       rounds=args.rounds, sample_ms=args.sample_ms, threshold=args.threshold,
+                       alpha=args.alpha, pin_cpus=not args.no_pin, **fields)
 
 
 def add_parser(sub) -> None:
@@ -77,7 +95,7 @@ def add_parser(sub) -> None:
     gate.add_argument("--models", default="gcn",
                       help="comma-separated models every variant trains (gcn, sage, gat, gin "
                            "or module:function; cases variant@dataset@model; default: gcn)")
-    _add_timing_options(gate, processes=6, rounds=30)
+    _add_timing_options(gate)
     gate.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                       help="judge the worker's CPU time (default; immune to time the core "
                            "spent on other jobs) or wall-clock time")
@@ -117,13 +135,17 @@ def add_parser(sub) -> None:
     bisect.add_argument("--library-subdir", default="",
                         help="the folder of the library's clone that holds its package "
                              "(default: the top, where torch_geometric/ is)")
-    _add_timing_options(bisect, processes=6, rounds=30, arm_pythons=False)
+    _add_timing_options(bisect, interpreters="one")
     bisect.add_argument("--quiet", action="store_true", help="no progress lines")
 
     study = command_parser(
         sub, "sensitivity", sensitivity_command, help="the time gate's false-alarm and detection rates, measured",
         description="Injects calibrated slowdowns into copies of this tree and runs the gate's "
-                    "timing on them: per threshold, A/A false alarms and detections per size.")
+                    "timing on them: per threshold, A/A false alarms and detections per size. "
+                    "Each trial's comparisons are gate runs with the timing options below "
+                    "(--threshold: the one their adaptive extra pairs follow); the fixed gate "
+                    "(the first --processes pairs) and the adaptive one are reported from the "
+                    "same trials.")
     study.add_argument("--case", default="baseline@cora", help="variant@dataset[@model]")
     study.add_argument("--slowdowns",
                        help="injected slowdowns, comma-separated (0.05: +5%%; default "
@@ -132,26 +154,13 @@ def add_parser(sub) -> None:
                        help="only the A/A comparisons: the false alarms, no injected copy "
                             "(a trial is one gate run)")
     study.add_argument("--trials", type=int, default=10, help="gate runs per slowdown and A/A")
-    study.add_argument("--processes", type=int, default=6,
-                       help="worker pairs per gate run, the t-test's replicates")
-    study.add_argument("--max-processes", type=int,
-                       help="the adaptive gate's budget (default 3 x --processes); the study "
-                            "reports the fixed and the adaptive gate from the same trials")
-    study.add_argument("--rounds", type=int, default=30, help="interleaved rounds per pair")
-    study.add_argument("--sample-ms", type=float, default=12.0,
-                       help="target CPU time of one timed block of steps")
+    _add_timing_options(study, interpreters=None)
     study.add_argument("--thresholds", default="0.01,0.02,0.03,0.04,0.05",
                        help="minimum effects the trials are judged at afterwards, "
                             "comma-separated (the fixed gate's rows)")
-    study.add_argument("--alpha", type=float, default=0.01,
-                       help="one-sided significance level")
-    study.add_argument("--threshold", type=float, default=0.03,
-                       help="the threshold each trial's gate runs with (its adaptive extra "
-                            "pairs follow it): the gate's own default")
     study.add_argument("--scratch", choices=("copy-input",),
                        help="a change every arm carries, e.g. copy-input: each step copies "
                             "the features (an allocation-bound step)")
-    study.add_argument("--no-pin", action="store_true", help="let the OS place the workers")
     study.add_argument("--json", type=Path, help="write every trial here (after each trial)")
     study.add_argument("--from-json", type=Path, help="re-judge a previous --json file")
 
@@ -192,7 +201,7 @@ def gate_command(args: argparse.Namespace) -> int:
     from gnnperf.models import parse_models
     from gnnperf.data import split_datasets
     from gnnperf.gate.arms import first_on_path
-    from gnnperf.gate.compare import GateOptions, default_head_dir, head_library, run_gate
+    from gnnperf.gate.compare import default_head_dir, head_library, run_gate
     from gnnperf.io import check_output, write_atomic
 
     check_output(args.json, "--json")
@@ -202,19 +211,16 @@ def gate_command(args: argparse.Namespace) -> int:
     # In a model repository its model by import path is the head's: read as the head arm reads it.
     with first_on_path(head_library(head_dir, args.library_subdir)):
         models = tuple(parse_models(args.models))
-    options = GateOptions(
-        base=args.base, base_dir=args.base_dir, head_dir=head_dir,
+    options = _gate_options(
+        args, base=args.base, base_dir=args.base_dir, head_dir=head_dir,
         library_subdir=args.library_subdir,
         base_python=args.base_python, head_python=args.head_python,
         variants=[v.strip() for v in args.variants.split(",") if v.strip()]
         if args.variants else None,
         datasets=split_datasets(args.datasets),
-        models=models,
-        processes=args.processes, max_processes=args.max_processes, rounds=args.rounds,
-        sample_ms=args.sample_ms,
-        clock=args.clock, threshold=args.threshold, alpha=args.alpha,
+        models=models, clock=args.clock,
         time_gate=not args.no_time, work_gate=not args.no_work,
-        accept_work_change=args.accept_work_change, pin_cpus=not args.no_pin,
+        accept_work_change=args.accept_work_change,
         explain="always" if args.explain else "changes")
     result = run_gate(options, _log(args.quiet))
     print(result.text)
@@ -231,13 +237,9 @@ def gate_command(args: argparse.Namespace) -> int:
 
 def bisect_command(args: argparse.Namespace) -> int:
     from gnnperf.gate.bisection import bisect
-    from gnnperf.gate.compare import GateOptions
 
-    options = GateOptions(head_dir=str(Path(args.repo).resolve()), base_python=args.python,
-                          head_python=args.python, processes=args.processes,
-                          max_processes=args.max_processes, rounds=args.rounds,
-                          sample_ms=args.sample_ms, threshold=args.threshold, alpha=args.alpha,
-                          pin_cpus=not args.no_pin)
+    options = _gate_options(args, head_dir=str(Path(args.repo).resolve()),
+                            base_python=args.python, head_python=args.python)
     options.validate(trees=not args.library_repo)
     start = time.perf_counter()
     # The variant is checked in the BAD commit's registry (bisect's own check).
@@ -271,23 +273,18 @@ def sensitivity_command(args: argparse.Namespace) -> int:
             raise GnnperfError(f"--from-json {args.from_json}: not a study written by "
                                f"gnnperf sensitivity --json ({type(exc).__name__}: {exc})") from None
     else:
-        if args.processes < 3 or args.rounds < 3 or args.trials < 1 or args.sample_ms <= 0:
-            raise GnnperfError("need --processes >= 3, --rounds >= 3, --trials >= 1 and "
-                               "--sample-ms > 0")
-        if not 0 < args.threshold < 1 or not 0 < args.alpha < 1:
-            raise GnnperfError("need 0 < --threshold < 1 and 0 < --alpha < 1")
+        # Each trial's comparisons are gate runs: the gate's checks, and the study's own.
+        options = _gate_options(args, work_gate=False)
+        options.validate(trees=False)
+        if args.trials < 1 or args.threshold == 0:
+            raise GnnperfError("need --trials >= 1 and --threshold > 0")
         if args.aa_only and args.slowdowns is not None:
             raise GnnperfError("--aa-only takes no --slowdowns: it times the A/A comparisons "
                                "only; drop one of them")
         if not args.aa_only and (not slowdowns or min(slowdowns) <= 0):
             raise GnnperfError("--slowdowns must be > 0, e.g. 0.05,0.10 for +5% and +10%")
-        settings = StudySettings(_cases(args.case), slowdowns, args.trials, args.processes,
-                                 args.rounds, args.sample_ms, args.alpha, args.threshold,
-                                 pin_cpus=not args.no_pin, max_processes=args.max_processes,
+        settings = StudySettings(_cases(args.case), slowdowns, args.trials, options,
                                  scratch=args.scratch)
-        if settings.budget < settings.processes:
-            raise GnnperfError(f"--max-processes {args.max_processes} is below --processes "
-                               f"{args.processes}; give at least as many (equal: no adaptivity)")
 
         def progress(study: dict, latest: list[dict]) -> None:
             done = latest[0]["trial"] + 1
@@ -304,7 +301,7 @@ def sensitivity_command(args: argparse.Namespace) -> int:
         if args.json:
             write_atomic(args.json, json.dumps(study).encode())
     print(json.dumps(study["settings"]))
-    from gnnperf.gate.stats import adaptive_budget
+    from gnnperf.gate.decision import adaptive_budget
     given = study["settings"]
     adaptive = (given["processes"], adaptive_budget(given["processes"], given.get("max_processes")),
                 given.get("threshold", thresholds[0]))

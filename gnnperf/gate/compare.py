@@ -15,8 +15,8 @@ from gnnperf.errors import GnnperfError
 from gnnperf.gate import arms as arm_runner
 from gnnperf.gate import explain as explainer
 from gnnperf.gate.arms import Arm, ArmProbe
-from gnnperf.gate.report import format_explain, format_time, format_work, markdown
-from gnnperf.gate.stats import TimeSamples, adaptive_budget, decide, inconclusive
+from gnnperf.gate.render import format_explain, format_time, format_work, markdown
+from gnnperf.gate.decision import TimeSamples, adaptive_budget, decide, inconclusive
 from gnnperf.gate.work import compare_work
 
 
@@ -58,7 +58,7 @@ class GateOptions:
         processes (int): Worker process pairs (the t-test's replicates).
         max_processes (int): The adaptive budget: an inconclusive verdict
             ("same" with its 95% interval past the threshold,
-            :func:`~gnnperf.gate.stats.inconclusive`) gets one more pair at
+            :func:`~gnnperf.gate.decision.inconclusive`) gets one more pair at
             a time up to this many (``None``: 3 x :obj:`processes`;
             :obj:`processes` turns adaptivity off).
         rounds (int): Interleaved rounds per pair.
@@ -531,7 +531,7 @@ def time_gate(arms: dict[str, Arm], cases: list[Case], options: GateOptions,
     """Interleaved timing of :obj:`cases` in the ``base`` and ``head`` arms,
     as samples per case (on the gate's clock, the other one beside).
     Adaptive: a case whose verdict is inconclusive after
-    :obj:`options.processes` pairs (:func:`~gnnperf.gate.stats.inconclusive`)
+    :obj:`options.processes` pairs (:func:`~gnnperf.gate.decision.inconclusive`)
     is timed in one more pair at a time, alone, until it is decided or has
     :attr:`~GateOptions.budget` pairs, as Swift's benchmark driver re-runs
     its suspicious subset. A case an arm cannot time goes into :obj:`states`.

@@ -194,7 +194,7 @@ def summed_diff(profiles: dict[str, dict], top: int = TOP_OPS,
 # ---------------------------------------------------------------- common or particular
 def _log_se(v: dict) -> float:
     """The standard error of a verdict's log ratio, read back from its 95%
-    interval (the t interval of :func:`~gnnperf.gate.stats.pair_test`,
+    interval (the t interval of :func:`~gnnperf.gate.decision.pair_test`,
     ``pairs - 1`` degrees of freedom); a floor keeps a zero-width interval
     finite."""
     from scipy import stats
@@ -407,19 +407,6 @@ def _overheads(workers: dict[str, ProfileWorker], rounds: int) -> dict[str, dict
     return out
 
 
-def overhead_in(arm: Arm, rounds: int = 3) -> dict:
-    """The per-op overhead of :obj:`arm`'s environment
-    (:func:`~gnnperf.measure.workcount.empty_op_ns` in one worker of the
-    arm, the median of :obj:`rounds`): ``add_ns``, ``empty_ns``,
-    ``add_grad_ns``, with the arm's torch version."""
-    workers = _start({"arm": arm}, [])
-    try:
-        workers["arm"].ready()
-        return _overheads(workers, rounds)["arm"]
-    finally:
-        workers["arm"].close()
-
-
 def profile_arms(arms: dict[str, Arm], cases: list[Case], rounds: int | None = None,
                  profile_ms: float | None = None, pin_cpus: bool = True,
                  log: Callable[[str], None] = lambda msg: None
@@ -537,5 +524,5 @@ def explain(arms: dict[str, Arm], cases: list[Case], verdicts: list[dict],
 
 
 __all__ = ["OVERHEADS", "PROFILE_MS", "ROUNDS", "TOLERANCE", "TOP_OPS", "ProfileWorker",
-           "consistent_from", "explain", "group_ratios", "median_profile", "overhead_in", "profile_arms", "self_time_diff",
+           "consistent_from", "explain", "group_ratios", "median_profile", "profile_arms", "self_time_diff",
            "step_change", "summed_diff", "to_explain"]

@@ -14,10 +14,13 @@ never as n/a) and ``unavailable`` (building it
 raises gnnperf's declared "cannot here", as a missing optional dependency
 does: n/a, never failed) and ``copy-input`` (every step allocates a copy of
 the graph's features: an allocation-bound step, the sensitivity study's
-scratch change applied to both arms).
+scratch change applied to both arms) and ``busy-wait`` (a fixed CPU time
+plus a fraction of the step's own, either of them 0: a scratch history's
+commits, each carrying its own size of one wrapper).
 
 Used by the gate's sensitivity study, ``gnnperf bisect``'s tests, the asv
-gate demo and the gate's tests.
+gate demo, ``tools/scratch_history.py`` (each commit: :func:`remove`, then
+:func:`inject`) and the gate's tests.
 """
 from __future__ import annotations
 
@@ -25,12 +28,16 @@ from pathlib import Path
 
 PATCHED_FILE = "gnnperf/variants/__init__.py"
 
-KINDS = ("extra-op", "slowdown", "nan", "crash", "unavailable", "copy-input")
+KINDS = ("extra-op", "slowdown", "nan", "crash", "unavailable", "copy-input", "busy-wait")
+
+#: The first line of every patch: what :func:`remove` cuts the registry at.
+MARKER = "\n\n# ---- injected by gnnperf.gate.faults ("
 
 _TEMPLATE = '''
 
-# ---- injected by gnnperf.gate.faults ({kind}; temporary copy only) ----
-def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amount!r}):
+# ---- injected by gnnperf.gate.faults ({kind}; temporary copy only) ----{note}
+def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amount!r},
+                          wait_s={wait_s!r}):
     import time as _time
 
     def faulty_build(self, data, config, device):
@@ -66,6 +73,14 @@ def _injected_fault_build(build, target={target!r}, kind={kind!r}, amount={amoun
                     loss.add(1.0)  # one more ATen call and a 4-byte allocation
                 elif kind == "copy-input":
                     del scratch  # freed after the step, so the step's peak holds it
+                elif kind == "busy-wait":
+                    # CPU time, as a slowdown's: more work, which a busy machine
+                    # stretches as it stretches the step (a wall-clock wait
+                    # would shrink against the step under load).
+                    took = _time.process_time() - start
+                    deadline = _time.process_time() + wait_s + took * amount
+                    while _time.process_time() < deadline:
+                        pass
                 else:
                     # Calibrated extra CPU work: this fraction of the step's own CPU time.
                     deadline = _time.process_time() + amount * (_time.process_time() - start)
@@ -83,34 +98,68 @@ Variant.build = _injected_fault_build(Variant.build)
 '''
 
 
-def fault_patch(kind: str, variant: str | None = None, amount: float = 0.0) -> str:
-    """The patch text: ``extra-op`` (one more tensor op per step),
-    ``slowdown`` (extra CPU work equal to :obj:`amount` times the step's own,
-    self-calibrating whatever the machine's load), ``nan`` (NaN parameters
-    and loss from step :obj:`amount` on, counted from 1), ``crash`` (the
-    variant's build raises, or from step :obj:`amount` on its steps) or ``unavailable`` (it raises a declared
-    "cannot here") or ``copy-input`` (a copy of the features each step),
-    for :obj:`variant` only or every variant
-    (``None``)."""
+def fault_patch(kind: str, variant: str | None = None, amount: float = 0.0,
+                wait_us: float = 0.0, note: str = "") -> str:
+    """The patch text.
+
+    Args:
+        kind (str): ``extra-op`` (one more tensor op per step), ``slowdown``
+            (extra CPU work equal to :obj:`amount` times the step's own,
+            self-calibrating whatever the machine's load), ``nan`` (NaN
+            parameters and loss from step :obj:`amount` on, counted from 1),
+            ``crash`` (the variant's build raises, or from step :obj:`amount`
+            on its steps), ``unavailable`` (it raises a declared "cannot
+            here"), ``copy-input`` (a copy of the features each step) or
+            ``busy-wait`` (:obj:`wait_us` microseconds of CPU work plus
+            :obj:`amount` times the step's own, each step; both may be 0).
+        variant (str, optional): The variant it hits (``None``: every variant).
+        amount (float): The kind's size (see :obj:`kind`).
+        wait_us (float): ``busy-wait``'s fixed part.
+        note (str): A comment the patch carries (a scratch commit's label, so
+            that two commits with the same fault still differ).
+
+    Raises:
+        ValueError: An unknown kind, or a size the kind cannot take.
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown fault {kind!r}; use one of {', '.join(KINDS)}")
     if kind == "slowdown" and not amount > 0:
         raise ValueError("a slowdown needs amount > 0 (0.05 is +5%)")
     if kind == "nan" and not (amount >= 1 and float(amount).is_integer()):
         raise ValueError("a nan fault needs amount = the first broken step (1, 2, ...)")
-    return _TEMPLATE.format(kind=kind, target=variant, amount=float(amount))
+    if kind == "busy-wait" and not (amount >= 0 and wait_us >= 0):
+        raise ValueError("a busy-wait needs amount >= 0 and wait_us >= 0")
+    if wait_us and kind != "busy-wait":
+        raise ValueError(f"wait_us is busy-wait's; a {kind} fault takes none")
+    return _TEMPLATE.format(kind=kind, target=variant, amount=float(amount),
+                            wait_s=float(wait_us) * 1e-6,
+                            note="".join(f"\n# {line}" for line in note.splitlines()))
 
 
-def inject(tree: Path, kind: str, variant: str | None = None, amount: float = 0.0) -> str:
-    """Appends :func:`fault_patch` to :obj:`tree`'s variant registry; returns
-    the patch."""
+def inject(tree: Path, kind: str, variant: str | None = None, amount: float = 0.0,
+           wait_us: float = 0.0, note: str = "") -> str:
+    """Appends :func:`fault_patch` to :obj:`tree`'s variant registry (after
+    any fault it carries already: they stack); returns the patch."""
     if variant is not None:  # the registry's spelling ("amp+compiled" for "compiled+amp")
         from gnnperf.variants import get_variant
         variant = get_variant(variant).name
-    patch = fault_patch(kind, variant, amount)
+    patch = fault_patch(kind, variant, amount, wait_us, note)
     with open(Path(tree) / PATCHED_FILE, "a") as registry:
         registry.write(patch)
     return patch
 
 
-__all__ = ["KINDS", "PATCHED_FILE", "fault_patch", "inject"]
+def remove(tree: Path) -> bool:
+    """Cuts every injected fault off :obj:`tree`'s variant registry (the
+    patches are its tail, from the first :data:`MARKER` on); returns whether
+    there was one."""
+    registry = Path(tree) / PATCHED_FILE
+    text = registry.read_text()
+    cut = text.find(MARKER)
+    if cut < 0:
+        return False
+    registry.write_text(text[:cut])
+    return True
+
+
+__all__ = ["KINDS", "MARKER", "PATCHED_FILE", "fault_patch", "inject", "remove"]

@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -36,30 +36,32 @@ from gnnperf.measure.case import Case
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.arms import Arm, TimeWorker, copy_tree
 from gnnperf.gate.compare import GateOptions, time_gate
-from gnnperf.gate.stats import (TimeSamples, adaptive_budget, adaptive_test, decide, judge,
-                                pair_log_ratios, pair_test)
+from gnnperf.gate.decision import (TimeSamples, adaptive_test, decide, judge, pair_log_ratios,
+                                   pair_test)
 
 
 @dataclass
 class StudySettings:
     """One sensitivity study: the case, the slowdowns injected and the gate
-    settings each trial uses."""
+    each trial's comparisons run.
+
+    Args:
+        case (Case): The case every comparison times.
+        slowdowns (tuple): The injected slowdowns (0.05: +5%); empty: the
+            A/A comparisons alone.
+        trials (int): Gate runs per slowdown and A/A.
+        options (GateOptions): The gate each comparison is a timing of: its
+            process pairs, rounds, sample size, threshold, alpha, pinning and
+            adaptive budget (by default the gate's own: a study measures the
+            gate users run).
+        scratch (str, optional): A fault kind every arm carries (e.g.
+            ``copy-input``).
+    """
     case: Case
     slowdowns: tuple[float, ...] = (0.05, 0.10, 0.20)
     trials: int = 10
-    # The gate's own defaults: a study measures the gate users run.
-    processes: int = GateOptions.processes
-    rounds: int = GateOptions.rounds
-    sample_ms: float = GateOptions.sample_ms
-    alpha: float = GateOptions.alpha
-    threshold: float = GateOptions.threshold
-    pin_cpus: bool = GateOptions.pin_cpus
-    max_processes: int | None = None  # the adaptive budget (None: 3 x processes)
-    scratch: str | None = None  # a fault kind every arm carries (e.g. "copy-input")
-
-    @property
-    def budget(self) -> int:
-        return adaptive_budget(self.processes, self.max_processes)
+    options: GateOptions = field(default_factory=lambda: GateOptions(work_gate=False))
+    scratch: str | None = None
 
 
 def calibrate(arm: Arm, case: Case, samples: int = 30) -> float:
@@ -85,17 +87,13 @@ def run_study(settings: StudySettings, source: Path,
     gate's defaults for whatever :obj:`settings` leaves open: its own process
     pairs (each from a layout of its own), its adaptive extra pairs, its
     arm order. The rates measured are the default gate's."""
-    case = settings.case
+    case, options = settings.case, settings.options
     record_settings = {"case": case.name, "trials": settings.trials,
-                       "processes": settings.processes, "rounds": settings.rounds,
-                       "sample_ms": settings.sample_ms, "alpha": settings.alpha,
-                       "threads": case.threads, "pin_cpus": settings.pin_cpus,
-                       "threshold": settings.threshold, "max_processes": settings.budget,
+                       "processes": options.processes, "rounds": options.rounds,
+                       "sample_ms": options.sample_ms, "alpha": options.alpha,
+                       "threads": case.threads, "pin_cpus": options.pin_cpus,
+                       "threshold": options.threshold, "max_processes": options.budget,
                        "scratch": settings.scratch, "path": "gate"}
-    options = GateOptions(processes=settings.processes, max_processes=settings.budget,
-                          rounds=settings.rounds, sample_ms=settings.sample_ms,
-                          threshold=settings.threshold, alpha=settings.alpha,
-                          pin_cpus=settings.pin_cpus, work_gate=False)
     with tempfile.TemporaryDirectory(prefix="gnnperf-sensitivity-") as tmp:
         def tree(name: str, slowdown: float = 0.0) -> Path:
             try:
@@ -133,14 +131,14 @@ def run_study(settings: StudySettings, source: Path,
                 for clock in ("cpu", "wall"):
                     a, b = by_clock[clock]
                     v = decide(TimeSamples(case.name, sample.steps, clock,
-                                           a[:settings.processes], b[:settings.processes]),
-                               settings.threshold, settings.alpha)
+                                           a[:options.processes], b[:options.processes]),
+                               options.threshold, options.alpha)
                     record[clock] = {"ratio": v.ratio, "p_slower": v.p_slower,
                                      "p_faster": v.p_faster, "ci": [v.ci_low, v.ci_high],
                                      "log_ratios": pair_log_ratios(a, b)}
                 ratio, p_slower, p_faster, used, _ = adaptive_test(
-                    record["cpu"]["log_ratios"], settings.processes, settings.budget,
-                    settings.threshold, settings.alpha)
+                    record["cpu"]["log_ratios"], options.processes, options.budget,
+                    options.threshold, options.alpha)
                 record["adaptive"] = {"ratio": ratio, "p_slower": p_slower,
                                       "p_faster": p_faster, "pairs": used}
                 trials.append(record)

@@ -1,7 +1,7 @@
 """The measurement wing: everything that turns a built training run into
 figures, and nothing that trains or parallelises.
 
-- :mod:`~gnnperf.measure.stats`: quartiles and spreads, shared with the gate.
+- :mod:`~gnnperf.measure.spread`: quartiles and the relative IQR, shared with the gate.
 - :mod:`~gnnperf.measure.probes`: memory timeline and the NVML GPU monitor.
 - :mod:`~gnnperf.measure.workcount`: exact work (ATen ops, FLOPs, bytes) of steps.
 - :mod:`~gnnperf.measure.roofline`: the device's roofs and each step's distance from them.
@@ -11,6 +11,6 @@ figures, and nothing that trains or parallelises.
 - :mod:`~gnnperf.measure.runner`: the one epoch driver (:func:`measure_variant`)
   that ``gnnperf run``, the doctor, DDP ranks and the tests measure with.
 
-Nothing is imported here, so that a low module (case, stats) loads without
+Nothing is imported here, so that a low module (case, spread) loads without
 the runner and the registry above it.
 """

@@ -12,7 +12,7 @@ step of a variant this module counts:
   outputs occupy (what the unfused operators move at least), and the part
   of them moved by indexed ops (gathers, scatters, sparse products),
   counted in the op counter's dispatch pass (:class:`OpCounter`,
-  :func:`op_traffic`); the counter also keeps the compulsory traffic (each
+  :func:`op_accesses`); the counter also keeps the compulsory traffic (each
   memory that existed before the step and that it touches, once:
   :attr:`OpCounter.compulsory_bytes`), what no implementation, fused or
   not, can go below;
@@ -73,7 +73,7 @@ class WorkMetrics:
         aten_ops (int): ATen operator calls in one step.
         flops (int): FLOPs of one step (FlopCounterMode's count).
         bytes_moved (int): Bytes the step's ATen ops read and write, at
-            least (:func:`op_traffic`): operator by operator, as the
+            least (:func:`op_accesses`): operator by operator, as the
             unfused (eager) code moves them.
         gather_bytes (int): The part of :obj:`bytes_moved` moved by indexed
             ops (:data:`INDEXED_OPS`), whose roof is the gather bandwidth.
@@ -267,11 +267,6 @@ def op_accesses(name: str, func, args, kwargs, out) -> list[tuple[torch.Tensor, 
     return list(zip(inputs, in_bytes)) + list(zip(outputs, out_bytes))
 
 
-def op_traffic(name: str, func, args, kwargs, out) -> int:
-    """Bytes one op moves at least (:func:`op_accesses`), summed."""
-    return sum(moved for _, moved in op_accesses(name, func, args, kwargs, out))
-
-
 def _has_memory(tensor: torch.Tensor) -> bool:
     return tensor.numel() > 0 and (tensor.layout == torch.strided or tensor.is_sparse
                                    or tensor.layout in _SPARSE_COMPRESSED)
@@ -317,7 +312,7 @@ class PlaceWork:
 
 class OpCounter(TorchDispatchMode):
     """Counts ATen operator calls by overload packet (``aten.mm``, ...) and,
-    in the same pass, the bytes they move (:func:`op_traffic`; the indexed
+    in the same pass, the bytes they move (:func:`op_accesses`; the indexed
     ops' share in :attr:`gather_bytes`), their roofline FLOPs
     (:func:`op_flops`), the distinct storage bytes they touch
     (:attr:`working_set_bytes`, which picks the bandwidth roof that applies)
@@ -439,11 +434,6 @@ def eager_counting(mode):
     stance = getattr(torch.compiler, "set_stance", None)
     with (stance("force_eager") if stance is not None else contextlib.nullcontext()), mode:
         yield mode
-
-
-def count_ops(fn: Callable[[], object]) -> Counter[str]:
-    """ATen calls made by :obj:`fn`, per operator."""
-    return count_work(fn).counts
 
 
 def count_work(fn: Callable[[], object]) -> OpCounter:
@@ -652,29 +642,7 @@ def measure_work(case: "PreparedCase") -> WorkMetrics:
     )
 
 
-def work_metrics(variant: str, data, config=None, device: torch.device | str = "cpu",
-                 threads: int | None = 1) -> WorkMetrics:
-    """Builds, warms up and measures :obj:`variant` on :obj:`data` (a
-    :class:`~gnnperf.measure.case.Case` with :obj:`threads`; :obj:`config` a
-    ``TrainConfig`` or None)."""
-    from gnnperf.measure.case import Case, prepare
-    from gnnperf.variants import TrainConfig
-
-    defaults = asdict(TrainConfig())
-    overrides = tuple(sorted((k, v) for k, v in asdict(config).items() if v != defaults[k])) \
-        if config is not None else ()
-    case = Case(variant, str(getattr(data, "name", "custom")), overrides, str(device), threads)
-    return measure_work(prepare(case, data))
-
-
-def compare_exact(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """The exact metrics that differ between two :meth:`WorkMetrics.exact`
-    dicts, as ``(name, base, head)``."""
-    return [(name, base.get(name), head.get(name)) for name in EXACT_FIELDS
-            if base.get(name) != head.get(name)]
-
-
 __all__ = ["BETWEEN_OPS", "EXACT_FIELDS", "INDEXED_OPS", "OpCounter", "PlaceWork", "ProfiledWork",
-           "TRANSFER", "WorkMetrics", "compare_exact", "count_flops", "count_ops", "count_work",
-           "eager_counting", "empty_op_ns", "measure_work", "op_accesses", "op_flops", "op_place",
-           "op_traffic", "profile_self_times", "profile_work", "tensor_bytes", "work_metrics"]
+           "TRANSFER", "WorkMetrics", "count_flops", "count_work", "eager_counting", "empty_op_ns",
+           "measure_work", "op_accesses", "op_flops", "op_place", "profile_self_times",
+           "profile_work", "tensor_bytes"]

@@ -2,7 +2,7 @@
 the workflows' step summary)."""
 from __future__ import annotations
 
-from gnnperf.gate.stats import Verdict
+from gnnperf.gate.decision import Verdict
 from gnnperf.gate.work import op_delta
 
 

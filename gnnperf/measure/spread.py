@@ -1,4 +1,5 @@
-"""The summary statistics the measurement and the gate share."""
+"""The spread of timing samples: quartiles and the interquartile range
+relative to the median, as the measurement and the gate report it."""
 from __future__ import annotations
 
 import statistics

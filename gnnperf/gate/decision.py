@@ -6,7 +6,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from gnnperf.measure.stats import relative_iqr
+from gnnperf.measure.spread import relative_iqr
 
 
 @dataclass
