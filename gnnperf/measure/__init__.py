@@ -1,5 +1,6 @@
 """The measurement wing: everything that turns a built training run into
-figures, and nothing that trains or parallelises.
+figures, and the one driver that trains the variants while it measures them
+(:mod:`~gnnperf.measure.runner`); nothing that parallelises.
 
 - :mod:`~gnnperf.measure.spread`: quartiles and the relative IQR, shared with the gate.
 - :mod:`~gnnperf.measure.probes`: memory timeline and the NVML GPU monitor.
