@@ -747,11 +747,8 @@ def test_each_benchmark_gets_the_regression_threshold_the_suite_declares_for_it(
     pattern that matches a benchmark, so a catch-all must not match the
     benchmarks a smaller threshold is declared for (peak memory)."""
     pytest.importorskip("asv")
-    import importlib.util
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("history_study", root / "tools" / "history_study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    from tool_script import load_tool
+    study = load_tool("history_study")
     threshold = study.asv_threshold
     assert threshold("training.PeakMemory.peakmem_train_step('cora', 'baseline')") == 0.05
     assert threshold("training.TrainStep.time_train_step('cora', 'baseline', 'gcn')") == 0.25

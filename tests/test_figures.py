@@ -3,21 +3,18 @@ tools/figures.py: a figure that differs from its data, a figure whose data
 is missing, and a measured figure typed outside a rendered block all fail."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from tool_script import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _figures():
-    spec = importlib.util.spec_from_file_location("tools_figures", ROOT / "tools" / "figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("figures")
 
 
 #: What a measured figure looks like in prose: a decimal speed-up (8.75x), a

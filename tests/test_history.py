@@ -292,14 +292,8 @@ def test_history_judges_the_step_over_the_reference_by_default(tmp_path, capsys)
 
 
 def _history_study():
-    """tools/history_study.py as a module (tools/ is not a package)."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "tools" / "history_study.py"
-    spec = importlib.util.spec_from_file_location("history_study", path)
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
-    return study
+    from tool_script import load_tool
+    return load_tool("history_study")
 
 
 def test_the_study_injects_what_it_says_and_scores_it():

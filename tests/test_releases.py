@@ -5,21 +5,18 @@ tables ignore, fails here; so does a comparison the collector cannot read."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from tool_script import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("releases_tool", ROOT / "tools" / "releases.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("releases")
 
 
 def test_every_release_table_is_on_the_record():
