@@ -370,7 +370,7 @@ def over_builds(measure: Callable[[int], float], builds: int) -> float:
     layout (cache sets, page boundaries, the allocator's bins) sets how its
     step runs: an offset of a few percent that stays for the process's life
     and that no number of rounds averages out (docs/results.md, "A figure's
-    spread across asv environment builds"). A new build allocates its model, optimiser state,
+    spread between processes"). A new build allocates its model, optimiser state,
     batches and reference anew (the graph's own tensors are shared between
     builds), and spacers of random size, kept until the last build, shift
     the host heap under it, in the spirit of Stabilizer's re-randomised
