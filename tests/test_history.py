@@ -623,3 +623,12 @@ def test_the_real_curve_reads_a_scratch_history_as_gnnperf_history_does(tmp_path
     assert (row["ramps"], row["found"], row["aa_histories"]) == (1, 1, 0)
     table = study.format_real(summary, [])
     assert "| baseline@cora | - | - | - | - | - | 1/1; 1/1; " in table  # no A/A history: no rate
+
+
+def test_a_results_folder_asv_never_wrote_holds_no_results(tmp_path):
+    """asv that failed before writing anything leaves no results folder: the
+    reader finds nothing there (the doctor then shows asv's own output), it
+    does not raise."""
+    from gnnperf.history.asv_results import commit_files, machines
+    assert machines(tmp_path / "absent") == []
+    assert commit_files(tmp_path / "absent", "0123456789abcdef") == []

@@ -214,9 +214,13 @@ def machines(results_dir: Path) -> list[str]:
         results_dir: asv's results folder.
 
     Returns:
-        The machines' names, sorted.
+        The machines' names, sorted; none where asv wrote no results folder
+        (a run that failed before measuring anything).
     """
-    return sorted(p.name for p in Path(results_dir).iterdir()
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        return []
+    return sorted(p.name for p in results_dir.iterdir()
                   if p.is_dir() and any(p.glob("*.json")))
 
 
