@@ -3,7 +3,7 @@
 # here (where the package index is) for its image's CPython 3.12 on
 # manylinux x86_64, into an ignored folder copied along with the tree
 # (docs/gpu-runner.md):
-#   tools/gpu_wheels.sh [DIR]           # default .gpu-wheels; then carry: [".gpu-wheels"]
+#   tools/gpu_wheels.sh [DIR]           # default .gpu-wheels, copied along with the tree
 #   tools/gpu_wheels.sh --check [DIR]   # also install them as the GPU machine will, into a
 #                                       # python3.12 stand-in of its image, and import them
 # On the GPU machine tools/gpu_check.sh installs them itself when asv, asv_runner
@@ -46,7 +46,7 @@ echo "$(ls "$dir"/*.whl | wc -l) wheels in $dir: $((bundle / 1024)) KiB;" \
      "with the working tree ($((tree / 1024 / 1024)) MiB) $(((bundle + tree) / 1024 / 1024)) MiB" \
      "of the 64 MiB copy limit"
 if [ $((bundle + tree)) -ge "$limit" ]; then
-    echo "gpu_wheels: $dir and the working tree exceed 64 MiB; carry less" >&2
+    echo "gpu_wheels: $dir and the working tree exceed 64 MiB; leave some wheels out" >&2
     exit 1
 fi
 

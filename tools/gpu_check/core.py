@@ -24,7 +24,7 @@ OPTIONAL = {
     "pymetis": "the cluster variants are n/a",
     "pynvml": "the doctor's NVML check is skipped, GPU utilisation columns are n/a",
 }
-WHEELS_HINT = "install the wheel bundle: tools/gpu_wheels.sh, docs/gpu-runner.md"
+WHEELS_HINT = "install the wheel bundle tools/gpu_wheels.sh fetches (its header says how)"
 
 
 def probe(name: str) -> tuple[bool, str]:
