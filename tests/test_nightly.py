@@ -411,3 +411,20 @@ def test_the_schedule_runs_the_nightly_and_publishes():
     jobs = load(NIGHTLY)["jobs"]
     for job in ("plan", "publish"):
         assert "github.event_name == 'schedule' ||" in jobs[job]["if"], job
+
+
+def test_the_nightly_runs_without_gnnperfs_dependencies():
+    """The workflows run ``python -m gnnperf.ci.nightly`` from a venv holding
+    gnnperf without its dependencies: with no site-packages at all (``-S``),
+    the module and the asv results reader it uses still import and run."""
+    out = subprocess.run([sys.executable, "-S", "-c",
+                          "import sys, gnnperf.ci.nightly\n"
+                          "heavy = {'torch', 'numpy', 'torch_geometric', 'ruptures', 'scipy'}\n"
+                          "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"],
+                         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]
+    run = subprocess.run([sys.executable, "-S", "-m", "gnnperf.ci.nightly", "--help"], cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "select" in run.stdout, run.stderr[-2000:]
