@@ -49,8 +49,9 @@ def _lines(path: Path) -> list[tuple[int, str, bool]]:
 def gnnperf_commands(lines: list[tuple[int, str, bool]]) -> list[tuple[int, list[str], bool]]:
     """Every ``gnnperf`` command in a page, as ``(line, arguments, is_fragment)``.
 
-    In a code block a command starts a line (after an optional ``$ ``) or
-    follows ``&&``, ``||``, ``;`` or ``|``; ``\\`` continuations are joined,
+    In a code block a command starts a line (after an optional ``$ `` and
+    environment assignments), follows ``&&``, ``||``, ``;`` or ``|``, or is
+    run by another command (``-m gnnperf``, ``-- gnnperf``); ``\\`` continuations are joined,
     ``# comments`` and redirections dropped. Inline code spans `` `gnnperf
     ...` `` are commands too, quoted in prose: fragments.
 
@@ -79,8 +80,12 @@ def gnnperf_commands(lines: list[tuple[int, str, bool]]) -> list[tuple[int, list
         command: list[str] = []
         for word in words + [";"]:
             if not word.strip(";&|"):  # a separator: the command before it ends
-                if command[:1] == ["gnnperf"]:
-                    found.append((number, command[1:], False))
+                # gnnperf itself, or run by another command: `torchrun ... -m
+                # gnnperf run`, `python -m gnnperf`, `under_load.py -- gnnperf`.
+                starts = [i for i, w in enumerate(command)
+                          if w == "gnnperf" and (i == 0 or command[i - 1] in ("-m", "--"))]
+                if starts:
+                    found.append((number, command[starts[0] + 1:], False))
                 command = []
             elif not (command == [] and (word == "$" or re.match(r"^\w+=", word))):
                 command.append(word)
@@ -227,6 +232,8 @@ def test_the_check_sees_a_bad_flag():
                      "git fetch && gnnperf gate --clock sun\n"
                      "gnnperf asv-init --repo . | tee log\n"
                      "gnnperf bisect ... --metric time\n"
+                     "torchrun --nproc-per-node 2 -m gnnperf run --world-sizes 2\n"
+                     "python tools/under_load.py --cpu 1 -- gnnperf doctor --skip-asv\n"
                      "```\n"
                      "Quoted: `gnnperf asv-init --repo x`, `gnnperf sampler --fast`, "
                      "`gnnperf gate ...`, `gnnperf results select\\|store`; wrapped: `gnnperf\n"
@@ -236,8 +243,9 @@ def test_the_check_sees_a_bad_flag():
         "page.md:5: gnnperf run --model gcn --epocs 3",
         "page.md:7: gnnperf gate --clock sun",
         "page.md:8: gnnperf asv-init --repo .",
-        "page.md:11: gnnperf sampler --fast",
-        "page.md:11: gnnperf roofs --jsn x"]
+        "page.md:10: gnnperf run --world-sizes 2",
+        "page.md:13: gnnperf sampler --fast",
+        "page.md:13: gnnperf roofs --jsn x"]
     assert "unrecognized arguments: --epocs 3" in bad[0]
     assert "invalid choice: 'sun'" in bad[1]
     assert "required: --out" in bad[2]
