@@ -249,11 +249,13 @@ def asv_threshold(entry_name: str, conf_path: Path = ROOT / "asv.conf.json") -> 
     the largest threshold among the patterns that match wins, whatever
     their order; 0.05 where none matches."""
     from types import SimpleNamespace
-    from asv import util
+
     # asv's own method, not a copy of its rule: where asv changes how it
     # picks, this (and its test) follows or fails.
     from asv.plugins.regressions import _GraphDataFilter
-    conf = util.load_json(str(conf_path), js_comments=True)
+
+    from gnnperf.asv_conf import read_asv_conf
+    conf = read_asv_conf(conf_path)
     fake = SimpleNamespace(conf=SimpleNamespace(
         regressions_thresholds=conf.get("regressions_thresholds", {})))
     return _GraphDataFilter._get_threshold(fake, SimpleNamespace(params={}), None, entry_name)
