@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from gnnperf.io import write_atomic
 from gnnperf.measure.convergence import (DEFAULT_TARGET_SHARE, Convergence, TimeToAccuracy,
-                                         compare_runs)
+                                         compare_runs, test_at_best_val)
 from gnnperf.measure.runner import SamplerThroughput, VariantResult, label_parts
 from gnnperf.models import DEFAULT_MODEL
 
@@ -50,6 +50,8 @@ def comparison_rows(results: Sequence[VariantResult], reference: str = "baseline
             "setup": "+".join(r.setup_seconds),
             "peak_mib": None if r.step_peak_bytes is None else r.step_peak_bytes / MIB,
             "test_acc": r.test_acc,
+            "test_acc_best_val": (test_at_best_val(r.convergence["val_acc"], r.convergence["test_acc"])
+                                  if r.convergence else None),
             "at_chance": r.at_chance,
             "speedup": speedup,
             "memory_ratio": memory,
@@ -90,6 +92,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               "" if row["setup_s"] is None else f"{row['setup_s']:.2f} ({row['setup']})",
               fmt(row["peak_mib"], ".1f"),
               f"{row['test_acc']:.3f}" + (" (at chance!)" if row["at_chance"] else ""),
+              fmt(row["test_acc_best_val"], ".3f"),
               ratio(row["speedup"]),
               ratio(row["memory_ratio"]),
               "n/a" if row["roofline_pct"] is None
@@ -100,7 +103,7 @@ def format_table(results: Sequence[VariantResult], failures: dict[str, str] | No
               mean_max(row["gpu_power_w"], ".0f")]
              for row in rows]
     headers = ["variant", "model", "epoch ms (median ±IQR)", "first epoch s", "setup s", peak_header,
-               "test acc", f"speed-up vs {reference}", f"memory vs {reference}",
+               "test acc (last epoch)", "test acc (best val)", f"speed-up vs {reference}", f"memory vs {reference}",
                "roofline % (bound)", "op traffic / compulsory", "GPU util % mean/max", "GPU W mean/max"]
     if any(row["world_size"] for row in rows):  # ddp variants ran: their columns
         headers += ["ranks", "all-reduce share", "scaling eff. (strong)"]

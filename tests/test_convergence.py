@@ -104,3 +104,13 @@ def test_train_to_target_stops_at_the_target_and_times_every_epoch(cora_dataset)
     never = train_to_target(get_variant("baseline"), cora_dataset, TrainConfig(epochs=3), "cpu",
                             1.01)
     assert never.reached(1.01) is None and len(never.val_acc) == 3
+
+
+def test_test_accuracy_is_also_read_at_the_best_validation_epoch():
+    """A noisy learner's last epoch is a draw: the test accuracy at the first
+    epoch of the best validation accuracy is the one papers report."""
+    from gnnperf.measure.convergence import Convergence, test_at_best_val
+    assert test_at_best_val([0.5, 0.8, 0.7, 0.8], [0.4, 0.75, 0.9, 0.6]) == 0.75
+    assert test_at_best_val([], []) is None
+    curve = Convergence(setup_s=0.0, epoch_s=[0.1, 0.1, 0.1], val_acc=[0.6, 0.9, 0.5], test_acc=[0.5, 0.7, 0.8])
+    assert curve.test_at_best_val == 0.7

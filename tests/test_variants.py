@@ -290,6 +290,27 @@ def test_saint_batches_are_induced_normalised_subgraphs(cora):
     assert (batch.edge_weight > 0).all()
 
 
+def test_saint_steps_an_epoch_from_the_mean_presampled_subgraph(cora):
+    """An epoch draws about N nodes: ceil(N / the mean size of the
+    pre-sampled subgraphs), not N over the first draw's size alone (at
+    these roots the two differ on Cora)."""
+    ROOTS = 300  # noqa: N806 -- the test's one setting
+    import math
+
+    from gnnperf.models import normalize_graph
+    from gnnperf.sampling.subgraph import RandomWalkSampler
+    run = get_variant("saint").build(cora, TrainConfig(saint_roots=ROOTS), CPU)
+    full, _ = normalize_graph(cora.edge_index, cora.num_nodes)
+    replay = RandomWalkSampler(cora.edge_index, cora.num_nodes, ROOTS, 2, seed=0,
+                               subgraph_edge_index=full)
+    first = replay.sample().num_nodes  # the draw that sizes the pre-sampling
+    sizes = [replay.sample().num_nodes for _ in range(run.stats["presample_subgraphs"])]
+    mean = sum(sizes) / len(sizes)
+    assert run.stats["saint_mean_subgraph_nodes"] == pytest.approx(mean)
+    assert run.stats["saint_steps_per_epoch"] == math.ceil(cora.num_nodes / mean)
+    assert math.ceil(cora.num_nodes / first) != math.ceil(cora.num_nodes / mean)  # told apart here
+
+
 def test_saint_loss_is_an_unbiased_estimate_of_the_mean_loss(cora):
     # E[sum of loss weights] over batches is 1: the weighted sum estimates the
     # full-batch mean over the training nodes (PyG's own sum estimates

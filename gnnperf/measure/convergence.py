@@ -74,6 +74,14 @@ class Convergence:
         """The best validation accuracy of the run."""
         return max(self.val_acc, default=0.0)
 
+    @property
+    def test_at_best_val(self) -> float | None:
+        """The test accuracy after the epoch of the best validation accuracy
+        (the first such epoch): model selection by the validation set, as
+        papers report it, where the last epoch's is a draw for a noisy
+        learner. :obj:`None` for a run that was not evaluated per epoch."""
+        return test_at_best_val(self.val_acc, self.test_acc)
+
     def reached(self, target: float) -> Reached | None:
         """When the validation accuracy first reached :obj:`target`;
         :obj:`None` when it never did."""
@@ -85,6 +93,19 @@ class Convergence:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def test_at_best_val(val_acc: Sequence[float], test_acc: Sequence[float]) -> float | None:
+    """The test accuracy after the first epoch whose validation accuracy is
+    the run's best; :obj:`None` where no epoch was evaluated.
+
+    Args:
+        val_acc: Validation accuracy after each epoch.
+        test_acc: Test accuracy after each epoch.
+    """
+    if not val_acc:
+        return None
+    return test_acc[max(range(len(val_acc)), key=lambda epoch: (val_acc[epoch], -epoch))]
 
 
 class ConvergenceRecorder:

@@ -129,12 +129,14 @@ class SaintNorm(NamedTuple):
         num_samples (int): Subgraphs drawn to estimate them.
         unseen_nodes (float): Share of the nodes no drawn subgraph held.
         unseen_edges (float): Share of the edges no drawn subgraph held.
+        mean_nodes (float): The drawn subgraphs' mean number of nodes.
     """
     node_norm: Tensor
     edge_norm: Tensor
     num_samples: int
     unseen_nodes: float
     unseen_edges: float
+    mean_nodes: float
 
 
 class RandomWalkSampler:
@@ -306,7 +308,7 @@ class RandomWalkSampler:
         # tolerance at coverage 20). It also bounds a never-drawn node's weight.
         node_norm = (drawn + 1) / (node_count + 1) / self.num_nodes
         return SaintNorm(node_norm, edge_norm, drawn, unseen_nodes / max(self.num_nodes, 1),
-                         unseen_edges / max(num_edges, 1))
+                         unseen_edges / max(num_edges, 1), float(node_count.sum()) / drawn)
 
 
 def metis_partition(edge_index: Tensor, num_nodes: int, num_parts: int,

@@ -97,8 +97,12 @@ class Saint(Technique):
             edge_weight = None
             run.stats["saint_aggregator_norm"] = False
         loss_scale = num_nodes / int(data.train_mask.sum())
-        # ddp: the epoch's draws split across the ranks, all taking as many.
-        steps = run.shards.steps(max(1, math.ceil(num_nodes / first)), run.device)
+        # An epoch draws about N nodes, by the pre-sampled subgraphs' mean
+        # size (one draw's size swings with its walks' degrees). ddp: the
+        # epoch's draws split across the ranks, all taking as many.
+        steps = run.shards.steps(max(1, math.ceil(num_nodes / max(norm.mean_nodes, 1.0))),
+                                 run.device)
+        run.stats["saint_mean_subgraph_nodes"] = norm.mean_nodes
         run.stats["saint_steps_per_epoch"] = steps
         run.dynamic_shapes = True
 
