@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "vectorized (gnnperf's torch one) or auto (native where present, on CPU "
                           "graphs)")
     run.add_argument("--saint-roots", type=int, default=defaults.saint_roots,
-                     help="saint: random walks per batch (default: max(500, N / 15))")
+                     help="saint: random walks per batch (default: max(500, N / 5))")
     run.add_argument("--saint-walk-length", type=int, default=defaults.saint_walk_length,
                      help="saint: steps per walk (default: %(default)s)")
     run.add_argument("--saint-coverage", type=_number, default=defaults.saint_coverage,

@@ -156,6 +156,41 @@ def _sensitivity(key: str) -> list[str]:
     return lines
 
 
+def _saint_roots(key: str) -> list[str]:
+    """GraphSAINT at each root count against Cluster-GCN on the same graph:
+    the sampler's figures, the epoch's time and the test accuracy over the
+    seeds (last epoch, and at the best validation epoch)."""
+    import statistics as st
+
+    from gnnperf.measure.convergence import test_at_best_val
+    lines = ["| graph | variant | roots | mean subgraph nodes | steps an epoch | epoch ms (seed 0) "
+             "| test acc, last epoch (mean; seeds) | test acc at best val (mean; seeds) |",
+             "|---|---|---|---|---|---|---|---|"]
+    shown = set()
+    for name in _entry(key)["data"]:
+        doc = _load(name)
+        graph = doc["config"]["dataset"]
+        for variant in dict.fromkeys(r["variant"] for r in doc["results"]):
+            runs = sorted((r for r in doc["results"] if r["variant"] == variant), key=lambda r: r["seed"])
+            extra = runs[0]["extra"]
+            if variant == "cluster":
+                if (graph, variant) in shown:  # the same cluster runs beside each root count
+                    continue
+                roots, mean = "", ""
+            else:
+                roots = str(extra["saint_roots"])
+                mean = f"{extra['saint_mean_subgraph_nodes']:,.0f}"
+            shown.add((graph, variant))
+            last = [r["test_acc"] for r in runs]
+            best = [test_at_best_val(r["val_acc"], r["test_acc_per_epoch"]) for r in runs]
+            lines.append(
+                f"| {graph} | `{variant}` | {roots} | {mean} | {runs[0]['steps_per_epoch']} "
+                f"| {runs[0]['epoch_s_median'] * 1e3:.0f} "
+                f"| {st.fmean(last):.3f}; {', '.join(f'{v:.3f}' for v in last)} "
+                f"| {st.fmean(best):.3f}; {', '.join(f'{v:.3f}' for v in best)} |")
+    return lines
+
+
 def _history_detection(key: str) -> list[str]:
     entry = _entry(key)
     studies = {label: _load(name) for name, label in entry["labels"].items()}
@@ -206,7 +241,8 @@ def _entry_figures() -> dict:
     """Every record entry's head and tables, by block name."""
     kinds = {"run": lambda k: _comparison(k) + [""] + _time_to_accuracy(k),
              "sensitivity": _sensitivity, "history-detection": _history_detection,
-             "scratch-history": _scratch_history, "figure-spread": _figure_spread}
+             "scratch-history": _scratch_history, "figure-spread": _figure_spread,
+             "saint-roots": _saint_roots}
     figures = {}
     for key, entry in record().items():
         figures[f"{key}-meta"] = lambda k=key: _meta(k)

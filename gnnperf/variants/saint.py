@@ -18,7 +18,7 @@ from gnnperf.variants.base import Batch, Technique, TrainingRun
 class Saint(Technique):
     r"""GraphSAINT (Zeng et al., 2020) with the random-walk sampler of
     :class:`~gnnperf.sampling.subgraph.RandomWalkSampler`: :obj:`saint_roots`
-    uniform roots per batch (by default :obj:`max(500, ceil(N / 15))`), walks
+    uniform roots per batch (by default :obj:`max(500, ceil(N / 5))`), walks
     of :obj:`saint_walk_length` steps.
 
     Before training, subgraphs are pre-sampled until they hold
