@@ -259,8 +259,8 @@ def test_the_stack_check_names_what_is_missing_and_what_it_skips(tmp_path, monke
     plan.modules.update(dict.fromkeys(core.GNNPERF_NEEDS, True), asv=False, asv_runner=True)
     asv = next(step for step in check_plan.steps(plan) if step.key == "asv")
     assert process.skip_reason(dataclasses.replace(asv, cuda_only=False), plan) == (
-        "needs asv, not importable here; install the wheel bundle: tools/gpu_wheels.sh, "
-        "docs/gpu-runner.md")
+        "needs asv, not importable here; install the wheel bundle tools/gpu_wheels.sh fetches "
+        "(its header says how)")
 
 
 def test_a_killed_check_leaves_every_finished_steps_files_whole(tmp_path):

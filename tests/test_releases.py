@@ -23,7 +23,7 @@ def test_every_release_table_is_on_the_record():
     """Each table the tool renders stands on docs/results.md as a figure
     block (tools/figures.py renders it; tests/test_figures.py checks it)."""
     page = (ROOT / "docs" / "results.md").read_text()
-    opened = re.findall(r"<!-- figure:releases-([a-z-]+) -->", page)
+    opened = set(re.findall(r"<!-- figure:releases-([a-z-]+) -->", page)) - {"meta"}  # the entry's head
     assert sorted(opened) == sorted(_tool().TABLES)
 
 
