@@ -23,7 +23,7 @@ from pathlib import Path
 
 # gpu_check's process helpers, beside this script (tools/ is not a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_check import die_with_parent  # noqa: E402
+from gpu_check.process import die_with_parent  # noqa: E402
 
 LOOP = "while True: pass"
 

@@ -46,7 +46,3 @@ archive) and :mod:`.cli` (the command line). ``tools/gpu_check.sh`` runs it
 by path (``python tools/gpu_check``); it imports as ``gpu_check`` with
 ``tools/`` on ``sys.path``.
 """
-# tools/under_load.py imports it from here: its children die with it too.
-from .process import die_with_parent
-
-__all__ = ["die_with_parent"]
