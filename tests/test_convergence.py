@@ -67,9 +67,9 @@ def test_a_run_records_its_accuracy_after_every_epoch_off_the_clock(cora_dataset
     from gnnperf.variants.base import TrainingRun
     real = TrainingRun.evaluate
 
-    def slow_evaluate(self, keep_graph=True):
+    def slow_evaluate(self):
         time.sleep(0.2)
-        return real(self, keep_graph)
+        return real(self)
     monkeypatch.setattr(TrainingRun, "evaluate", slow_evaluate)
     result = measure_variant(get_variant("baseline"), cora_dataset, TrainConfig(epochs=6),
                              "cpu", warmup_epochs=3)

@@ -284,3 +284,55 @@ def test_the_runs_collections_skip_what_was_built_and_leave_the_collector_as_it_
         assert gc.get_freeze_count() > before // 2  # not unfrozen (some die by refcount)
     finally:
         gc.unfreeze()
+
+
+def test_no_evaluation_input_is_held_while_a_steps_peak_is_taken(cora_dataset, monkeypatch):
+    # A sampled run's evaluation keeps the full graph between epochs; the
+    # memory epoch's peaks must not hold it (on CUDA it would count).
+    from gnnperf.measure import runner
+    from gnnperf.variants.base import TrainingRun
+    measuring, held = [], []
+    peak, step = runner.step_peak_bytes, TrainingRun.step
+
+    def watched_peak(fn, *args):
+        measuring.append(True)
+        try:
+            return peak(fn, *args)
+        finally:
+            measuring.pop()
+
+    def watched_step(self, batch):
+        if measuring:
+            held.append(self._eval_inputs is not None)
+        return step(self, batch)
+    monkeypatch.setattr(runner, "step_peak_bytes", watched_peak)
+    monkeypatch.setattr(TrainingRun, "step", watched_step)
+    result = measure_variant(get_variant("sampled"), cora_dataset, TrainConfig(epochs=5), "cpu", 3)
+    assert held == [False] * result.steps_per_epoch
+    assert len(result.convergence["val_acc"]) == 5
+
+
+def test_a_frozen_process_frees_each_variants_cycles_and_freezes_what_lives_on():
+    # The run command freezes its collector once; release_memory then frees
+    # what the last variant left in cycles and freezes the survivors, so the
+    # next variant's collections walk only what it makes.
+    import gc
+    import weakref
+
+    from gnnperf.measure.runner import release_memory
+
+    class Node:
+        pass
+    gc.freeze()
+    try:
+        garbage, kept = Node(), Node()
+        garbage.self, kept.self = garbage, kept  # two cycles, one still referenced
+        dead = weakref.ref(garbage)
+        del garbage
+        frozen = gc.get_freeze_count()
+        release_memory(torch.device("cpu"))
+        assert dead() is None
+        assert gc.get_freeze_count() > frozen  # kept, and what else lived, frozen
+        assert not any(obj is kept for obj in gc.get_objects())  # frozen: not walked
+    finally:
+        gc.unfreeze()

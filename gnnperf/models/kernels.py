@@ -265,6 +265,12 @@ class CsrMatrix:
         return self.matrix().to_dense()
 
 
+#: Below this density a CSR product and the value-only dropout do less work
+#: than the dense ones (bag-of-words features are far below it); above it
+#: features stay dense.
+SPARSE_FEATURES_MAX_DENSITY = 0.1
+
+
 class SparseFeatures(CsrMatrix):
     r"""Node features kept as a :class:`CsrMatrix` (bag-of-words features are
     mostly zeros), for a first layer that multiplies sparse
@@ -277,6 +283,17 @@ class SparseFeatures(CsrMatrix):
     :meth:`~CsrMatrix.from_dense` from the :obj:`[num_nodes, num_features]`
     features.
     """
+
+    @staticmethod
+    def density(x: Tensor) -> float:
+        """The share of :obj:`x`'s entries that are not zero."""
+        return int(torch.count_nonzero(x)) / max(x.numel(), 1)
+
+    @classmethod
+    def pays_off(cls, x: Tensor) -> bool:
+        """Whether dense features :obj:`x` are sparse enough to be kept so
+        (density at most :data:`SPARSE_FEATURES_MAX_DENSITY`)."""
+        return x.is_floating_point() and cls.density(x) <= SPARSE_FEATURES_MAX_DENSITY
 
 
 class SparseAdjacency(CsrMatrix):
@@ -293,6 +310,18 @@ class SparseAdjacency(CsrMatrix):
                                "(requires_grad=False)")
         super().__init__(crow, col, values, shape)
         self.t_values = values.index_select(0, self.t_perm)
+
+    @classmethod
+    def from_edges(cls, edge_index: Tensor, edge_weight: Tensor | None, num_targets: int,
+                   num_sources: int) -> "SparseAdjacency":
+        """The transposed adjacency (targets x sources) of the messages
+        :obj:`edge_index` sends (source to target), weighted by
+        :obj:`edge_weight` (ones if :obj:`None`): what a layer multiplies
+        the node features by."""
+        source, target = edge_index
+        if edge_weight is None:
+            edge_weight = torch.ones(source.numel(), device=source.device)
+        return cls.from_entries(target, source, edge_weight, (num_targets, num_sources))
 
 
 class _CsrAggregate(torch.autograd.Function):

@@ -15,7 +15,8 @@ from torch_geometric.data import Data
 
 from gnnperf.ranks import Shard, ShardPolicy
 from gnnperf.errors import GnnperfError
-from gnnperf.models import DEFAULT_MODEL, LayerGraph, ModelSpec, get_model
+from gnnperf.models import (BLOCKS, DEFAULT_MODEL, FIXED_AGGREGATION, BlockGNN, LayerGraph,
+                            ModelSpec, SparseAdjacency, SparseFeatures, get_model)
 
 
 AMP_DTYPES = ("auto", "bf16", "fp16")
@@ -231,6 +232,9 @@ class TrainingRun:
         # Called once training ends (before evaluation), e.g. to read CUDA events.
         self.on_finish: list[Callable[[], None]] = []
         self._full_graph: tuple[Tensor, Tensor | None] | None = None
+        # What evaluate() reads, built at its first call.
+        self._eval_inputs: tuple | None = None
+        self._eval_model: torch.nn.Module | None = None
         # Index, not mask: boolean indexing costs a nonzero (a sync on CUDA) per step.
         self.train_nodes = self.data.train_mask.nonzero().view(-1)
         # How the work is split across data-parallel ranks (set by
@@ -319,27 +323,71 @@ class TrainingRun:
             self.optimizer.step()
         return loss.detach()
 
-    @torch.no_grad()
-    def evaluate(self, keep_graph: bool = True) -> dict[str, float]:
-        """Full-graph accuracy of the eager model on the train/val/test masks
-        (a copy of the model on the data's device when the data stayed on the
-        host: the full graph never goes to the device). With
-        :obj:`keep_graph` False, a full graph prepared for it alone is not
-        kept (a mini-batch run evaluated between epochs must not hold it
-        on the device while its steps' memory is measured)."""
-        model = self.model
-        if self.data.x.device != next(model.parameters()).device:
-            model = copy.deepcopy(model).to(self.data.x.device)
+    @torch.inference_mode()
+    def evaluate(self) -> dict[str, float]:
+        """Full-graph accuracy of the eager model on the train, validation
+        and test masks, in full precision (an ``amp`` run's master weights),
+        on the data's device (a copy of the model there when the data stayed
+        on the host: the full graph never goes to the device).
+
+        Cheap enough to follow every epoch: what it reads is built at the
+        first call and kept (:meth:`release_evaluation` drops it), on the
+        fast path's structures where the model allows them: for a built-in
+        model of fixed aggregation (GCN, GraphSAGE, GIN) the prepared graph
+        as one CSR adjacency and, where the features are mostly zeros, CSR
+        features (:meth:`~gnnperf.models.SparseFeatures.pays_off`), whatever
+        the variant trains on; other models (GAT, a reference, a user's)
+        read the run's own full graph.
+        """
+        if self._eval_inputs is None:
+            self._eval_inputs = self._evaluation_inputs()
+        x, graph, edge_weight = self._eval_inputs
+        model = self._evaluation_model()
+        was_training = model.training
         model.eval()
-        prepared = self._full_graph is not None
-        graph, edge_weight = self.full_graph()
-        if not keep_graph and not prepared:
-            self._full_graph = None
-        with self.autocast():
-            pred = model(self.data.x, graph, edge_weight).argmax(dim=-1)
+        try:
+            pred = model(x, graph, edge_weight).argmax(dim=-1)
+        finally:
+            model.train(was_training)
         correct = pred == self.data.y
         return {split: float(correct[self.data[f"{split}_mask"]].float().mean())
                 for split in ("train", "val", "test")}
+
+    def release_evaluation(self) -> None:
+        """Drops what :meth:`evaluate` keeps (before a step's memory is
+        measured: a mini-batch run must not hold the full graph then); the
+        next evaluation builds it again."""
+        self._eval_inputs = None
+
+    def _evaluation_inputs(self) -> tuple[Tensor | SparseFeatures, object, Tensor | None]:
+        data, num_nodes = self.data, self.data.num_nodes
+        blocks = isinstance(self.model, BlockGNN)
+        kept = self._full_graph
+        if kept is not None and isinstance(kept[0], SparseAdjacency):
+            graph, edge_weight = kept  # the sparse variant's own
+        elif blocks and self.model_spec.has(FIXED_AGGREGATION):
+            graph = SparseAdjacency.from_edges(*self.prepare_graph(data.edge_index, num_nodes),
+                                               num_nodes, num_nodes)
+            edge_weight = None
+        else:
+            graph, edge_weight = self.full_graph()
+            if kept is None:  # held by the evaluation alone, which release_evaluation drops
+                self._full_graph = None
+        x = data.x
+        if blocks and self.model_spec.has(BLOCKS) and SparseFeatures.pays_off(x):
+            x = SparseFeatures.from_dense(x)
+        return x, graph, edge_weight
+
+    def _evaluation_model(self) -> torch.nn.Module:
+        if next(self.model.parameters()).device == self.data.x.device:
+            return self.model
+        # The data stayed on the host (offload): a copy there, its weights
+        # refreshed from the trained ones at every evaluation.
+        if self._eval_model is None:
+            self._eval_model = copy.deepcopy(self.model).to(self.data.x.device)
+        else:
+            self._eval_model.load_state_dict(self.model.state_dict())
+        return self._eval_model
 
 
 class Technique:

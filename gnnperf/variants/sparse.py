@@ -3,7 +3,6 @@ layer aggregates with one sparse-dense product instead of gathering a message
 per edge."""
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from gnnperf.models import FIXED_AGGREGATION, SparseAdjacency
@@ -15,11 +14,7 @@ def to_sparse_adjacency(edge_index: Tensor, edge_weight: Tensor | None, num_targ
     """The transposed adjacency (targets x sources) that each layer multiplies
     with the node features, with its transpose built once for the backward
     pass (:class:`~gnnperf.models.SparseAdjacency`)."""
-    source, target = edge_index
-    if edge_weight is None:
-        edge_weight = torch.ones(source.numel(), device=source.device)
-    return SparseAdjacency.from_entries(target, source, edge_weight,
-                                        (num_targets, num_sources)), None
+    return SparseAdjacency.from_edges(edge_index, edge_weight, num_targets, num_sources), None
 
 
 class Sparse(Technique):

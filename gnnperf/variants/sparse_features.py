@@ -4,12 +4,8 @@ product (Cora: 49k stored values instead of 3.9M entries)."""
 from __future__ import annotations
 
 from gnnperf.models import BLOCKS, SparseFeatures, store_transposed
+from gnnperf.models.kernels import SPARSE_FEATURES_MAX_DENSITY as MAX_DENSITY
 from gnnperf.variants.base import Technique, TrainingRun
-
-# Below this density the CSR product and the value-only dropout do less work
-# than the dense ones (bag-of-words features are far below it); above it
-# they stay dense.
-MAX_DENSITY = 0.1
 
 
 class SparseFeaturesTechnique(Technique):
@@ -28,7 +24,7 @@ class SparseFeaturesTechnique(Technique):
 
     def apply(self, run: TrainingRun) -> None:
         x = run.data.x
-        density = float((x != 0).sum()) / max(x.numel(), 1)
+        density = SparseFeatures.density(x)
         run.stats["feature_density"] = density
         run.stats["sparse_features"] = density <= MAX_DENSITY
         if density > MAX_DENSITY:
