@@ -231,6 +231,66 @@ def _figure_spread(key: str) -> list[str]:
     return lines
 
 
+def _against_plain_loop(key: str) -> list[str]:
+    """Time to the target of the first variant against the plain loop
+    (``tutorial``) of the same run, and its test accuracy at the best
+    validation epoch against the baseline's, both medians over the seeds."""
+    run = _run(key)
+    rows = {r["label"]: r for r in run["time_to_accuracy"]["rows"]}
+    reached = sorted((r for r in rows.values() if r["median_s"] is not None),
+                     key=lambda r: r["median_s"])
+    plain, first = rows.get("tutorial"), reached[0]
+
+    def best_val_test(label: str) -> float:
+        accs = [r["convergence"]["test_acc"][max(range(len(r["convergence"]["val_acc"])),
+                                                     key=r["convergence"]["val_acc"].__getitem__)]
+                for r in run["results"] if r["variant"] == label]
+        return statistics.median(accs)
+    if plain is None or plain["median_s"] is None:
+        versus = "the plain loop (`tutorial`) did not reach it"
+    else:
+        versus = (f"{plain['median_s'] / first['median_s']:.1f}x sooner than the plain loop "
+                  f"(`tutorial`, {plain['median_s']:.3f} s)")
+    return [f"First `{first['label']}` in {first['median_s']:.3f} s, one-off work included: "
+            f"{versus}. Its test accuracy at the best validation epoch "
+            f"{best_val_test(first['label']):.3f}, `baseline`'s {best_val_test('baseline'):.3f} "
+            f"(medians over the seeds)."]
+
+
+def _fast_path_spread(key: str) -> list[str]:
+    doc = _run(key)
+    s = doc["summary"]
+    lines = ["| variant | plain step over it (median of processes) | min-max | epoch ms (median) "
+             "| min-max |", "|---|---|---|---|---|"]
+    for variant, f in s["processes"].items():
+        lines.append(f"| `{variant}` | {f['median_ratio']:.2f}x | {f['ratio_min']:.2f}-"
+                     f"{f['ratio_max']:.2f}x | {f['median_ms']:.3f} | {f['ms_min']:.3f}-"
+                     f"{f['ms_max']:.3f} |")
+    plain = s["plain_ms"]
+    lines.append(f"| `{doc['plain']}` (the plain step) | | | {plain['median']:.3f} "
+                 f"| {plain['min']:.3f}-{plain['max']:.3f} |")
+    rounds = doc["interleaved"]
+    lines += ["", f"In one process, `{rounds['variant']}` of each seed and the plain step timed in "
+              f"turn, {len(rounds['plain_over_fast_by_round'])} rounds of "
+              f"{rounds['epochs_per_round']} epochs each:", "",
+              "| run | median of rounds, ms | fastest round | slowest round |", "|---|---|---|---|"]
+    for name, f in s["rounds"].items():
+        lines.append(f"| {name} | {f['median_ms']:.3f} | {f['min_ms']:.3f} | {f['max_ms']:.3f} |")
+    r = s["round_ratio"]
+    lines += ["", f"The plain step over the fast path, round by round: {r['median']:.2f}x "
+              f"(median; {r['min']:.2f}-{r['max']:.2f}x)."]
+    return lines
+
+
+def _main_job(key: str) -> list[str]:
+    doc = _run(key)
+    lines = [f"`{doc['command']}` took **{doc['wall_s']:.1f} s** with an empty gnnperf cache "
+             f"({doc['variants']} variants, {doc['epochs']} epochs each).", "",
+             "| where the time went | s |", "|---|---|"]
+    lines += [f"| {phase} | {seconds:.1f} |" for phase, seconds in doc["phases_s"].items()]
+    return lines
+
+
 def _releases(table: str):
     def render() -> list[str]:
         return _tool("releases").TABLES[table](_load("releases.json"))
@@ -242,7 +302,10 @@ def _entry_figures() -> dict:
     kinds = {"run": lambda k: _comparison(k) + [""] + _time_to_accuracy(k),
              "sensitivity": _sensitivity, "history-detection": _history_detection,
              "scratch-history": _scratch_history, "figure-spread": _figure_spread,
-             "saint-roots": _saint_roots}
+             "saint-roots": _saint_roots, "fast-path-spread": _fast_path_spread,
+             "main-job": _main_job,
+             "run-vs-plain": lambda k: (_time_to_accuracy(k) + [""]
+                                        + _against_plain_loop(k))}
     figures = {}
     for key, entry in record().items():
         figures[f"{key}-meta"] = lambda k=key: _meta(k)

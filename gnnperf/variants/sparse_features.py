@@ -33,14 +33,18 @@ class SparseFeaturesTechnique(Technique):
         # DDP, whose gradient buckets are laid out contiguously.
         if run.device.type == "cpu" and run.shard is None:
             store_transposed(run.model.blocks[0].conv.lin.weight)
-        full = SparseFeatures.from_dense(x)
+        # The whole graph's features, converted once in the build, where a
+        # batch is the whole graph; trimmed and mini-batch runs read rows only.
+        variant = run.variant
+        whole = variant is None or not (variant.minibatch or variant.uses("trimmed"))
+        full = SparseFeatures.from_dense(x) if whole else None
         dense_x = run.data.x
         base_batches = run.batches
 
         def batches():
             for batch in base_batches():
                 # The full graph's features are converted once; a mini-batch's rows per batch.
-                if batch.x is dense_x:
+                if batch.x is dense_x and full is not None:
                     batch.x = full
                 elif not isinstance(batch.x, SparseFeatures):
                     batch.x = SparseFeatures.from_dense(batch.x)
