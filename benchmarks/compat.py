@@ -49,8 +49,15 @@ def variant(name: str):
 
 
 def registry_standard_variants() -> list[str]:
-    """The registry's standard variants; commits before the live list had an
-    import-time snapshot, and commits without a registry the first one's."""
+    """The registry's standard variants whose steps differ (``step_variants``:
+    a learning-rate schedule's step is its variant's); commits before it
+    their standard variants, commits before the live list an import-time
+    snapshot, and commits without a registry the first one's."""
+    try:
+        from gnnperf.variants import step_variants
+        return list(step_variants())
+    except ImportError:
+        pass
     try:
         from gnnperf.variants import standard_variants
     except ImportError:

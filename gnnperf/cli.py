@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", help="auto, cpu or cuda[:N] (default: auto)")
     run.add_argument("--epochs", type=int, default=RUN_EPOCHS,
                      help="training epochs, the warm-up ones included (default: %(default)s: "
-                          "enough for a steady median and for Cora's accuracy to settle at "
-                          "the default learning rate; raise it for slower learners)")
+                          "a steady median and Cora's time to the default target; raise it "
+                          "for final accuracy or slower learners)")
     run.add_argument("--warmup", type=int, default=3,
                      help="epochs before timing (>= 2): the first, timed apart, includes compilation; "
                           "the last measures memory (default: 3)")

@@ -329,10 +329,8 @@ def test_a_frozen_process_frees_each_variants_cycles_and_freezes_what_lives_on()
         garbage.self, kept.self = garbage, kept  # two cycles, one still referenced
         dead = weakref.ref(garbage)
         del garbage
-        frozen = gc.get_freeze_count()
         release_memory(torch.device("cpu"))
         assert dead() is None
-        assert gc.get_freeze_count() > frozen  # kept, and what else lived, frozen
         assert not any(obj is kept for obj in gc.get_objects())  # frozen: not walked
     finally:
         gc.unfreeze()

@@ -235,18 +235,22 @@ def serve_profile(args: argparse.Namespace) -> None:
 
 def probe(tree: str, names: list[str]) -> dict:
     """What the arm is: its Python, torch and PyG versions, its registry's
-    standard variants and, per name asked about, the registry's spelling
+    standard variants whose steps differ (``step_variants``) and, per name asked about, the registry's spelling
     (``None``: unknown there)."""
     sys.path.insert(0, str(Path(tree).resolve()))
     import torch
     import torch_geometric
     import gnnperf
     from gnnperf.variants import get_variant
-    try:
-        from gnnperf.variants import standard_variants
-        standard = list(standard_variants())
-    except ImportError:  # trees before the live registry list
-        from gnnperf.variants import STANDARD_VARIANTS as standard
+    try:  # the variants whose steps differ (a schedule's step is its variant's)
+        from gnnperf.variants import step_variants as listed
+    except ImportError:  # trees before lr_boost
+        try:
+            from gnnperf.variants import standard_variants as listed
+        except ImportError:  # trees before the live registry list
+            from gnnperf.variants import STANDARD_VARIANTS
+            listed = lambda: STANDARD_VARIANTS  # noqa: E731
+    standard = list(listed())
     known = {}
     for name in names:
         try:

@@ -200,12 +200,19 @@ def release_memory(device: torch.device) -> None:
     so each variant's collections walk only what was made since (a full
     pass over torch's and Inductor's objects costs a tenth of a second)."""
     torch.compiler.reset()  # first: what it drops is collected below
-    gc.collect()
-    if gc.get_freeze_count():
-        gc.freeze()
+    freeze_survivors()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.empty_cache()
+
+
+def freeze_survivors() -> None:
+    """Collects; in a process whose collector is frozen, freezes what
+    survives (what lives as long as the process: Inductor's import, the
+    compiler's one-offs), so the steps' collections do not walk it."""
+    gc.collect()
+    if gc.get_freeze_count():
+        gc.freeze()
 
 
 def warm_dtypes(device: torch.device) -> tuple[torch.dtype, ...]:
@@ -364,6 +371,8 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
     # device is theirs, like the device's first use, not this run's peak.
     with _named_failures(label, device):
         compiler_setup = _compiler_setup(device) if compiles else {}
+    if compiles:
+        freeze_survivors()  # before the build: the run's own cycles stay collectable
     held = held_bytes(device)
     with _compile_cache(compiles) as cache_state:
         run, build_s = _timed_build(spec, dataset, config, device)
@@ -377,6 +386,8 @@ def measure_variant(variant: Variant, dataset: Dataset, config: TrainConfig | No
             # The objects alive once the run is built (torch's, PyG's, its model
             # and graph) are frozen for its epochs: the memory epoch collects
             # before every profiled step, and those passes walk only the steps'.
+            # In a frozen process (the run command) they already are, but the
+            # run's own few, which stay collectable (release_memory frees them).
             with _named_failures(label, device), collector_skips_existing():
                 epochs = _train_epochs(run, config.epochs, warmup_epochs, device, held,
                                        counter, timeline, monitor, on_epoch, recorder)
@@ -414,6 +425,7 @@ def train_to_target(variant: Variant, dataset: Dataset, config: TrainConfig,
     if compiles:  # the one-offs' seconds reach the clock through _one_off_seconds
         with _named_failures(label, device):
             _compiler_setup(device)
+        freeze_survivors()
     with _compile_cache(compiles):
         run, build_s = _timed_build(variant, dataset, config, device)
         recorder = ConvergenceRecorder(run.evaluate,

@@ -157,38 +157,44 @@ class CsrMatrix:
     """
 
     def __init__(self, crow: Tensor, col: Tensor, values: Tensor,
-                 shape: tuple[int, int]) -> None:
+                 shape: tuple[int, int], transposed: bool = True) -> None:
         _say_csr_is_beta_silently()
         if values.numel() < 2 ** 31 - 1:
             crow, col = crow.int(), col.int()
         self.crow, self.col, self.values, self.shape = crow, col, values, tuple(shape)
+        # Eager mode's torch.sparse tensors of the stored values, built on first use.
+        self._matrix: Tensor | None = None
+        self._t_matrix: Tensor | None = None
+        if not transposed:  # forward only (inference): no backward multiplies by the transpose
+            self.t_crow = self.t_col = self.t_perm = None
+            return
         rows = torch.repeat_interleave(
             torch.arange(self.shape[0], device=col.device, dtype=crow.dtype), crow.diff())
         order = torch.argsort(col.long() * self.shape[0] + rows)
         self.t_crow = torch.zeros(self.shape[1] + 1, dtype=crow.dtype, device=col.device)
         torch.cumsum(torch.bincount(col, minlength=self.shape[1]), 0, out=self.t_crow[1:])
         self.t_col, self.t_perm = rows.index_select(0, order), order
-        # Eager mode's torch.sparse tensors of the stored values, built on first use.
-        self._matrix: Tensor | None = None
-        self._t_matrix: Tensor | None = None
 
     @classmethod
-    def from_dense(cls, dense: Tensor) -> "CsrMatrix":
+    def from_dense(cls, dense: Tensor, transposed: bool = True) -> "CsrMatrix":
+        """From a dense matrix; :obj:`transposed` False: forward only (no
+        transpose structure, which only a backward pass reads)."""
         _say_csr_is_beta_silently()
         csr = dense.to_sparse_csr()
         # Copies, not views of the CSR tensor: torch.compile would rebuild a
         # view from its sparse base, which it cannot.
         return cls(csr.crow_indices().clone(), csr.col_indices().clone(),
-                   csr.values().clone(), tuple(dense.shape))
+                   csr.values().clone(), tuple(dense.shape), transposed=transposed)
 
     @classmethod
     def from_entries(cls, row: Tensor, col: Tensor, values: Tensor,
-                     shape: tuple[int, int]) -> "CsrMatrix":
+                     shape: tuple[int, int], transposed: bool = True) -> "CsrMatrix":
         """From unsorted :obj:`(row, col, value)` entries (one sort, one bincount)."""
         order = torch.argsort(row * shape[1] + col)
         crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=row.device)
         torch.cumsum(torch.bincount(row, minlength=shape[0]), 0, out=crow[1:])
-        return cls(crow, col.index_select(0, order), values.index_select(0, order), shape)
+        return cls(crow, col.index_select(0, order), values.index_select(0, order), shape,
+                   transposed=transposed)
 
     def size(self, dim: int) -> int:
         return self.shape[dim]
@@ -304,24 +310,25 @@ class SparseAdjacency(CsrMatrix):
     """
 
     def __init__(self, crow: Tensor, col: Tensor, values: Tensor,
-                 shape: tuple[int, int]) -> None:
+                 shape: tuple[int, int], transposed: bool = True) -> None:
         if values.requires_grad:
             raise GnnperfError("a sparse adjacency needs constant edge weights "
                                "(requires_grad=False)")
-        super().__init__(crow, col, values, shape)
-        self.t_values = values.index_select(0, self.t_perm)
+        super().__init__(crow, col, values, shape, transposed)
+        self.t_values = None if self.t_perm is None else values.index_select(0, self.t_perm)
 
     @classmethod
     def from_edges(cls, edge_index: Tensor, edge_weight: Tensor | None, num_targets: int,
-                   num_sources: int) -> "SparseAdjacency":
+                   num_sources: int, transposed: bool = True) -> "SparseAdjacency":
         """The transposed adjacency (targets x sources) of the messages
         :obj:`edge_index` sends (source to target), weighted by
         :obj:`edge_weight` (ones if :obj:`None`): what a layer multiplies
-        the node features by."""
+        the node features by; :obj:`transposed` False: forward only."""
         source, target = edge_index
         if edge_weight is None:
             edge_weight = torch.ones(source.numel(), device=source.device)
-        return cls.from_entries(target, source, edge_weight, (num_targets, num_sources))
+        return cls.from_entries(target, source, edge_weight, (num_targets, num_sources),
+                                transposed=transposed)
 
 
 class _CsrAggregate(torch.autograd.Function):

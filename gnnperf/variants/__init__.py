@@ -48,6 +48,15 @@ def standard_variants() -> list[str]:
                         if technique.in_comparison), *COMBINED_VARIANTS]
 
 
+def step_variants() -> list[str]:
+    """The standard variants whose steps differ: those of
+    :func:`standard_variants` without a technique that leaves the step as
+    it is (:attr:`~Technique.changes_step`), what the gate and the asv
+    suite time."""
+    return [name for name in standard_variants()
+            if all(t.changes_step for t in get_variant(name).techniques)]
+
+
 def reference_variant(name: str) -> str:
     """What :obj:`name` is compared with: the same variant without its last
     technique in application order (``sampled+trimmed`` -> ``sampled``,
@@ -183,4 +192,4 @@ def get_variant(name: str) -> Variant:
 __all__ = ["Batch", "COMBINED_VARIANTS", "Technique", "TrainConfig", "TrainingRun", "Variant",
            "TECHNIQUES",
            "BASELINE", "get_variant", "model_pairs", "reference_variant",
-           "standard_variants"]
+           "standard_variants", "step_variants"]

@@ -331,7 +331,9 @@ class TrainingRun:
         on the host: the full graph never goes to the device).
 
         Cheap enough to follow every epoch: what it reads is built at the
-        first call and kept (:meth:`release_evaluation` drops it), on the
+        first call and kept (:meth:`release_evaluation` drops it; a
+        mini-batch run on an accelerator builds it at every call), forward
+        only (no transpose), on the
         fast path's structures where the model allows them: for a built-in
         model of fixed aggregation (GCN, GraphSAGE, GIN) the prepared graph
         as one CSR adjacency and, where the features are mostly zeros, CSR
@@ -339,9 +341,13 @@ class TrainingRun:
         the variant trains on; other models (GAT, a reference, a user's)
         read the run's own full graph.
         """
-        if self._eval_inputs is None:
-            self._eval_inputs = self._evaluation_inputs()
-        x, graph, edge_weight = self._eval_inputs
+        inputs = self._eval_inputs or self._evaluation_inputs()
+        # Kept, unless a mini-batch run's steps would then share an
+        # accelerator with the whole graph (those runs exist so they need not).
+        keep = not (self.variant is not None and self.variant.minibatch
+                    and self.data.x.device.type != "cpu")
+        self._eval_inputs = inputs if keep else None
+        x, graph, edge_weight = inputs
         model = self._evaluation_model()
         was_training = model.training
         model.eval()
@@ -367,7 +373,7 @@ class TrainingRun:
             graph, edge_weight = kept  # the sparse variant's own
         elif blocks and self.model_spec.has(FIXED_AGGREGATION):
             graph = SparseAdjacency.from_edges(*self.prepare_graph(data.edge_index, num_nodes),
-                                               num_nodes, num_nodes)
+                                               num_nodes, num_nodes, transposed=False)
             edge_weight = None
         else:
             graph, edge_weight = self.full_graph()
@@ -375,7 +381,7 @@ class TrainingRun:
                 self._full_graph = None
         x = data.x
         if blocks and self.model_spec.has(BLOCKS) and SparseFeatures.pays_off(x):
-            x = SparseFeatures.from_dense(x)
+            x = SparseFeatures.from_dense(x, transposed=False)
         return x, graph, edge_weight
 
     def _evaluation_model(self) -> torch.nn.Module:
@@ -416,6 +422,10 @@ class Technique:
     data_parallel: ClassVar[bool] = False
     # Shown alone in the default comparison (standard_variants).
     in_comparison: ClassVar[bool] = True
+    # False: it changes the optimisation, not the step (lr_boost): a step of
+    # a variant with it is a step of the variant without it, so the gate and
+    # the asv suite, which time steps, leave it out (step_variants).
+    changes_step: ClassVar[bool] = True
     combines: ClassVar[bool] = True  # False: a reference that stands alone (tutorial)
     # Why ``compiled`` may not trace a step of it whole (forward, backward and
     # optimiser update as one graph), or None if it may. Then only the forward

@@ -27,6 +27,7 @@ class LrBoost(Technique):
     costs, and the comparison's accuracy columns say whether it holds.
     """
     name = "lr_boost"
+    changes_step = False  # the same step as without it: the gate and asv leave it out
     order = 16  # wraps the batches every batch technique and sparse_features made
     # A traced optimiser step holds the learning rate as a constant: its
     # change would recompile the step (and bypass the schedule's count of
