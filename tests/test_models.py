@@ -386,3 +386,20 @@ def test_the_probe_forward_names_where_a_users_model_fails(tmp_path, monkeypatch
     usermodels_probed.seen.clear()
     probe_model("usermodels_probed:fine", cora, hidden=16, layers=2, max_nodes=100)
     assert usermodels_probed.seen[0][0] == 100 and usermodels_probed.seen[0][1] <= 100
+
+
+@pytest.mark.parametrize("case", ["cora rows", "empty rows", "all zeros", "nan and -0"])
+def test_a_csr_matrix_from_dense_holds_torchs_own_csr_arrays(cora, case):
+    # from_dense finds the stored entries in one scan on CPU; its arrays are
+    # those of torch's to_sparse_csr, forward-only or with its transpose.
+    dense = {"cora rows": cora.x[:1000],
+             "empty rows": torch.tensor([[0.0, 0.0], [1.5, 0.0], [0.0, 0.0], [0.0, -2.0]]),
+             "all zeros": torch.zeros(3, 5),
+             "nan and -0": torch.tensor([[float("nan"), -0.0, 1.0]])}[case]
+    reference = dense.to_sparse_csr()
+    for transposed in (True, False):
+        matrix = CsrMatrix.from_dense(dense, transposed=transposed)
+        assert torch.equal(matrix.crow.long(), reference.crow_indices())
+        assert torch.equal(matrix.col.long(), reference.col_indices())
+        torch.testing.assert_close(matrix.values, reference.values(), equal_nan=True)
+        assert matrix.shape == tuple(dense.shape) and (matrix.t_perm is None) is not transposed
