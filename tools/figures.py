@@ -245,10 +245,8 @@ def _against_plain_loop(key: str) -> list[str]:
     plain, first = rows.get("tutorial"), reached[0]
 
     def best_val_test(label: str) -> float:
-        accs = [r["convergence"]["test_acc"][max(range(len(r["convergence"]["val_acc"])),
-                                                     key=r["convergence"]["val_acc"].__getitem__)]
-                for r in run["results"] if r["variant"] == label]
-        return statistics.median(accs)
+        return statistics.median(r["test_acc_best_val"] for r in run["results"]
+                                 if r["variant"] == label)
     if plain is None or plain["median_s"] is None:
         versus = "the plain loop (`tutorial`) did not reach it"
     else:
@@ -346,11 +344,35 @@ def pages(root: Path = ROOT) -> list[Path]:
     return sorted(p for pattern in PAGES for p in root.glob(pattern))
 
 
+SLIM_NOTE = ("slimmed from gnnperf run --json: the run's environment, settings, comparison rows, "
+             "time-to-accuracy rows and each result's test accuracy at its best validation "
+             "epoch (the per-step samples and curves are left out)")
+
+
+def slim_run(doc: dict) -> dict:
+    """A ``gnnperf run --json`` document as the record keeps it: what the
+    renderers read, without the per-step samples and curves."""
+    from gnnperf.measure.convergence import test_at_best_val
+    kept = {key: doc[key] for key in ("schema_version", "complete", "environment", "config",
+                                      "reference", "comparison", "failures", "unavailable",
+                                      "time_to_accuracy") if key in doc}
+    kept["results"] = [
+        {"variant": r["variant"], "model": r["model"], "seed": r["seed"],
+         "test_acc_best_val": test_at_best_val(r["convergence"]["val_acc"],
+                                               r["convergence"]["test_acc"])}
+        for r in doc.get("results", []) if r.get("convergence")]
+    return {"note": SLIM_NOTE, **kept}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 where a page differs from its data")
+    parser.add_argument("--slim", type=Path, nargs="+", metavar="RUN_JSON",
+                        help="first slim these gnnperf run --json files in place (slim_run)")
     args = parser.parse_args(argv)
+    for path in args.slim or []:
+        path.write_text(json.dumps(slim_run(json.loads(path.read_text())), indent=1) + "\n")
     table = figures()
     stale = []
     for path in pages():
