@@ -235,8 +235,8 @@ def serve_profile(args: argparse.Namespace) -> None:
 
 def probe(tree: str, names: list[str]) -> dict:
     """What the arm is: its Python, torch and PyG versions, its registry's
-    standard variants whose steps differ (``step_variants``) and, per name asked about, the registry's spelling
-    (``None``: unknown there)."""
+    standard variants whose steps differ (``step_variants``) and, per name
+    asked about, the registry's spelling (``None``: unknown there)."""
     sys.path.insert(0, str(Path(tree).resolve()))
     import torch
     import torch_geometric

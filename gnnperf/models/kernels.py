@@ -185,12 +185,13 @@ class CsrMatrix:
             # columns from them: half of to_sparse_csr's time on CPU (which
             # compares, scans twice and sorts), the same arrays (a test).
             rows, cols = dense.shape
-            flat = dense.contiguous().view(-1).nonzero().view(-1)
+            entries = dense.contiguous().view(-1)
+            flat = entries.nonzero().view(-1)
             row = flat.div(cols, rounding_mode="floor")
             crow = torch.zeros(rows + 1, dtype=torch.long)
             torch.cumsum(torch.bincount(row, minlength=rows), 0, out=crow[1:])
-            return cls(crow, flat - row * cols, dense.contiguous().view(-1).index_select(0, flat),
-                       (rows, cols), transposed=transposed)
+            return cls(crow, flat - row * cols, entries.index_select(0, flat), (rows, cols),
+                       transposed=transposed)
         csr = dense.to_sparse_csr()
         # Copies, not views of the CSR tensor: torch.compile would rebuild a
         # view from its sparse base, which it cannot.
@@ -306,11 +307,11 @@ class SparseFeatures(CsrMatrix):
         """The share of :obj:`x`'s entries that are not zero."""
         return int(torch.count_nonzero(x)) / max(x.numel(), 1)
 
-    @classmethod
-    def pays_off(cls, x: Tensor) -> bool:
-        """Whether dense features :obj:`x` are sparse enough to be kept so
-        (density at most :data:`SPARSE_FEATURES_MAX_DENSITY`)."""
-        return x.is_floating_point() and cls.density(x) <= SPARSE_FEATURES_MAX_DENSITY
+    @staticmethod
+    def pays_off(density: float) -> bool:
+        """Whether features of this :meth:`density` are sparse enough to be
+        kept so (at most :data:`SPARSE_FEATURES_MAX_DENSITY`)."""
+        return density <= SPARSE_FEATURES_MAX_DENSITY
 
 
 class SparseAdjacency(CsrMatrix):

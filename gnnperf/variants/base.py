@@ -380,7 +380,8 @@ class TrainingRun:
             if kept is None:  # held by the evaluation alone, which release_evaluation drops
                 self._full_graph = None
         x = data.x
-        if blocks and self.model_spec.has(BLOCKS) and SparseFeatures.pays_off(x):
+        if blocks and self.model_spec.has(BLOCKS) and x.is_floating_point() \
+                and SparseFeatures.pays_off(SparseFeatures.density(x)):
             x = SparseFeatures.from_dense(x, transposed=False)
         return x, graph, edge_weight
 

@@ -1,6 +1,6 @@
 """A boosted learning rate for the first epochs: fewer epochs to a target
-accuracy, the same accuracy at the end (a step schedule, torch's
-``MultiStepLR``)."""
+accuracy, the test accuracy at the best validation epoch level with the
+configured rate's (a step schedule, torch's ``MultiStepLR``)."""
 from __future__ import annotations
 
 from typing import Iterable

@@ -4,15 +4,15 @@ product (Cora: 49k stored values instead of 3.9M entries)."""
 from __future__ import annotations
 
 from gnnperf.models import BLOCKS, SparseFeatures, store_transposed
-from gnnperf.models.kernels import SPARSE_FEATURES_MAX_DENSITY as MAX_DENSITY
 from gnnperf.variants.base import Technique, TrainingRun
 
 
 class SparseFeaturesTechnique(Technique):
     r"""Keeps the node features as :class:`~gnnperf.models.SparseFeatures`
-    (CSR, its transpose structure built once) when their density is below
-    :data:`MAX_DENSITY` (recorded as ``feature_density``, and whether it
-    applied as ``sparse_features``; denser features stay dense); the first layer
+    (CSR, its transpose structure built once) when their density pays off
+    (:meth:`~gnnperf.models.SparseFeatures.pays_off`; recorded as
+    ``feature_density``, and whether it applied as ``sparse_features``;
+    denser features stay dense); the first layer
     drops out stored values only (the same distribution as dense dropout:
     zeros stay zero either way) and multiplies sparse by dense. With dropout
     off its outputs equal the dense path's (a test). Full batch and, for
@@ -26,8 +26,8 @@ class SparseFeaturesTechnique(Technique):
         x = run.data.x
         density = SparseFeatures.density(x)
         run.stats["feature_density"] = density
-        run.stats["sparse_features"] = density <= MAX_DENSITY
-        if density > MAX_DENSITY:
+        run.stats["sparse_features"] = sparse = SparseFeatures.pays_off(density)
+        if not sparse:
             return  # dense features stay dense: the variant is its reference here
         # Measured with MKL's CPU product. CUDA keeps its layout, and so does
         # DDP, whose gradient buckets are laid out contiguously.
