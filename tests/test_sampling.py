@@ -180,3 +180,42 @@ def test_native_backend_without_pyg_lib_is_a_clear_error(cora):
         pytest.skip("pyg-lib or torch-sparse is installed here")
     with pytest.raises(GnnperfError, match="use --sampler vectorized"):
         make_neighbor_loader(cora, [5], 16, backend="native")
+
+
+def _floyd_step_by_step(sampler, degree, k):
+    # Floyd's algorithm as it is usually written, one draw per step (what the
+    # sampler ran before its draws were batched): the reference for its output.
+    chosen = torch.empty(degree.numel(), k, dtype=degree.dtype)
+    u = torch.rand(degree.numel(), k, generator=sampler.generator, dtype=torch.float64)
+    for i in range(k):
+        upper = degree - k + i
+        draw = (u[:, i] * (upper + 1)).to(degree.dtype).clamp_(max=upper)
+        repeat = (chosen[:, :i] == draw.unsqueeze(1)).any(1)
+        chosen[:, i] = torch.where(repeat, upper, draw)
+    return chosen
+
+
+@pytest.mark.parametrize("k", [1, 2, 10, 15])
+def test_floyd_draws_the_step_by_step_subsets(cora, k):
+    # Degrees from k (every slot taken, repeats on almost every step) to far
+    # above it, int32 as the sampler holds them.
+    degree = torch.cat([torch.full((300,), k), torch.full((300,), k + 1),
+                        torch.randint(k, 4 * k + 2, (600,)), torch.randint(k, 5000, (300,))]
+                       ).to(torch.int32)
+    batched = VectorizedNeighborSampler(cora, [k], seed=3)
+    stepwise = VectorizedNeighborSampler(cora, [k], seed=3)
+    for _ in range(3):
+        assert torch.equal(batched._floyd(degree, k), _floyd_step_by_step(stepwise, degree, k))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_sampler_batches_are_those_of_step_by_step_floyd(hub_graph, padded, monkeypatch):
+    seeds = torch.randperm(hub_graph.num_nodes, generator=torch.Generator().manual_seed(2))[:256]
+    batched = VectorizedNeighborSampler(hub_graph, [15, 10], seed=4, padded=padded)
+    stepwise = VectorizedNeighborSampler(hub_graph, [15, 10], seed=4, padded=padded)
+    monkeypatch.setattr(stepwise, "_floyd", lambda degree, k:
+                        _floyd_step_by_step(stepwise, degree, k))
+    for _ in range(2):
+        ours, reference = batched.sample(seeds), stepwise.sample(seeds)
+        assert all(torch.equal(a, b) for a, b in zip(ours[:4], reference[:4]))
+        assert ours[4:] == reference[4:]

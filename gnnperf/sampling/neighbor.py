@@ -225,29 +225,33 @@ class VectorizedNeighborSampler(BaseSampler):
         target_index = torch.repeat_interleave(
             torch.arange(targets.numel(), device=self.device, dtype=self.index_dtype), take)
         slot_start = torch.cumsum(take, 0) - take
-        # Default: slot i of a target takes its i-th in-edge (all of them).
-        offset = (torch.arange(target_index.numel(), device=self.device, dtype=take.dtype)
-                  - slot_start.index_select(0, target_index))
+        # Default: slot i of a target takes its i-th in-edge (all of them),
+        # the position slot + (its first in-edge - its first slot).
+        positions = (torch.arange(target_index.numel(), device=self.device, dtype=take.dtype)
+                     + (start - slot_start).index_select(0, target_index))
         if fanout > 0:
             over = (degree > fanout).nonzero().view(-1)
             if over.numel() > 0:
                 chosen = self._floyd(degree.index_select(0, over), fanout)
                 slots = (slot_start.index_select(0, over).unsqueeze(1)
                          + torch.arange(fanout, device=self.device, dtype=take.dtype)).view(-1)
-                offset.index_put_((slots,), chosen.view(-1).to(offset.dtype))
-        return start.index_select(0, target_index) + offset, target_index
+                positions.index_put_((slots,), (start.index_select(0, over).unsqueeze(1)
+                                                + chosen).view(-1).to(positions.dtype))
+        return positions, target_index
 
     def _floyd(self, degree: Tensor, k: int) -> Tensor:
-        # Floyd's algorithm for a uniform k-subset of range(degree), one row per
-        # node: step i draws r in [0, d-k+i]; a repeat is replaced by d-k+i.
-        chosen = torch.empty(degree.numel(), k, dtype=degree.dtype, device=self.device)
+        # Floyd's algorithm for a uniform k-subset of range(d), one row per
+        # node: step i draws r in [0, d-k+i] and takes it, or d-k+i where r
+        # is taken already. The k draws are made in one go, then the steps
+        # run in order, each one comparison and one select over all rows.
         u = torch.rand(degree.numel(), k, generator=self.generator,
                        device=self.device, dtype=torch.float64)
-        for i in range(k):
-            upper = degree - k + i
-            draw = (u[:, i] * (upper + 1)).to(degree.dtype).clamp_(max=upper)
-            repeat = (chosen[:, :i] == draw.unsqueeze(1)).any(1)
-            chosen[:, i] = torch.where(repeat, upper, draw)
+        upper = degree.unsqueeze(1) - k + torch.arange(k, device=self.device, dtype=degree.dtype)
+        draw = torch.minimum((u * (upper + 1)).to(degree.dtype), upper)
+        chosen = draw.clone()
+        for i in range(1, k):
+            repeat = (chosen[:, :i] == draw[:, i:i + 1]).any(1)
+            torch.where(repeat, upper[:, i], draw[:, i], out=chosen[:, i])
         return chosen
 
 
