@@ -206,7 +206,8 @@ class VectorizedNeighborSampler(BaseSampler):
     def _new_nodes(self, neighbors: Tensor) -> Tensor:
         # The distinct neighbours not sampled yet, in a deterministic order.
         local = self._local
-        unseen = neighbors.index_select(0, (local.index_select(0, neighbors) < 0).nonzero().view(-1))
+        # masked_select: one pass where nonzero and a gather take two.
+        unseen = neighbors.masked_select(local.index_select(0, neighbors) < 0)
         if self.device.type != "cpu":
             # Scatter with duplicate indices has no fixed winner on GPUs.
             return torch.unique(unseen)
@@ -214,7 +215,7 @@ class VectorizedNeighborSampler(BaseSampler):
         # write landed (the last on CPU) represents the node.
         position = torch.arange(unseen.numel(), device=self.device, dtype=self.index_dtype)
         local.index_put_((unseen,), position)
-        return unseen.index_select(0, (local.index_select(0, unseen) == position).nonzero().view(-1))
+        return unseen.masked_select(local.index_select(0, unseen) == position)
 
     def _sample_hop(self, targets: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
         # Returns positions into the CSC edge order and, per sampled edge, the
