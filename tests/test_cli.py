@@ -271,11 +271,15 @@ def test_sampler_command_reports_throughput(tmp_path, capsys):
     code = main(["sampler", "--dataset", "synthetic:nodes=3000,degree=8,features=16,classes=4",
                  "--batch-size", "256", "--batches", "4", "--json", str(out)])
     assert code == 0
-    assert "sampler alone" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "sampler alone" in printed and "median ms by part: sampling" in printed
     doc = json.loads(out.read_text())
     assert doc["environment"]["allocator"].startswith("default")
     result = doc["result"]
     assert result["sampler_edges_per_s"] > 0 and result["loader_edges_per_s"] > 0
+    parts = result["loader_parts"]
+    assert parts["sampling_ms"]["median"] > 0 and parts["feature_gather_ms"]["median"] > 0
+    assert parts["feature_gather_bytes_per_s"] > 0 and parts["feature_gather_roof_pct"] > 0
     assert 0 < result["edges_per_batch"] <= 256 * 15 * (1 + 10)
     assert result["loader_work"]["gather_bytes"] > 0 and result["gather_roof_pct"] > 0
     assert doc["environment"]["roofs"]["gather_bytes_per_s"]

@@ -577,3 +577,12 @@ def test_the_sensitivity_study_times_with_the_gates_own_code_path(monkeypatch):
     assert by_slowdown[0.0]["cpu"]["ratio"] == pytest.approx(1.0)
     assert by_slowdown[0.05]["cpu"]["ratio"] == pytest.approx(1.05)
     assert study["settings"]["scratch"] == "copy-input"
+
+
+def test_bisect_help_names_every_metric_it_accepts(capsys):
+    from gnnperf.gate.bisection import METRICS
+    with pytest.raises(SystemExit):
+        main(["bisect", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for metric in METRICS:
+        assert metric in help_text

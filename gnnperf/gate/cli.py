@@ -14,6 +14,7 @@ from gnnperf.cli_help import command_parser
 from gnnperf.errors import GnnperfError
 from gnnperf.gate.compare import GateOptions
 from gnnperf.measure.case import DEFAULT_DATASETS, Case
+from gnnperf.measure.workcount import EXACT_FIELDS
 
 
 def _log(quiet: bool):
@@ -123,9 +124,9 @@ def add_parser(sub) -> None:
     bisect.add_argument("--case", default="baseline@cora",
                         help="variant@dataset[@model] (default: %(default)s)")
     bisect.add_argument("--metric", default="aten_ops",
-                        help="time, or an exact work metric: aten_ops (default), flops, "
-                             "profiled_ops, bytes_allocated, peak_bytes, compiled_graphs, "
-                             "graph_breaks, recompiles")
+                        help="time, or an exact work metric: "
+                             + ", ".join(f"{name} (default)" if name == "aten_ops" else name
+                                         for name in EXACT_FIELDS))
     bisect.add_argument("--repo", default=".", help="the git repository (default: here)")
     bisect.add_argument("--library-repo",
                         help="bisect a library's commits instead (a clone of a pure-Python "

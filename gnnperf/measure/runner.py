@@ -679,6 +679,69 @@ def with_roofline(result: VariantResult, roofs) -> VariantResult:
     return result
 
 
+def loader_parts(loader, batches: int, device: torch.device, roofs=None) -> LoaderParts:
+    """Times :obj:`batches` batches of :obj:`loader` (one of
+    :func:`~gnnperf.sampling.neighbor.make_neighbor_loader`'s) part by part:
+    a timer around its sampler's call and its pooled feature gather, which
+    this wraps for the while and then restores."""
+    sampler = loader.node_sampler
+    pool = getattr(loader, "_feature_pool", None)
+    spent: dict[str, float] = {}
+
+    def timed(part: str, fn: Callable) -> Callable:
+        def call(*args, **kwargs):
+            synchronize(device)
+            start = time.perf_counter()
+            out = fn(*args, **kwargs)
+            synchronize(device)
+            spent[part] = spent.get(part, 0.0) + time.perf_counter() - start
+            return out
+        return call
+
+    wrapped = [(sampler, "sample_from_nodes", "sampling")]
+    if pool is not None:
+        wrapped.append((pool, "index_select", "gather"))
+    # What each object held itself (a wrapper of its own, say): put back after.
+    held = [vars(owner).get(name) for owner, name, _ in wrapped]
+    for owner, name, part in wrapped:
+        setattr(owner, name, timed(part, getattr(owner, name)))
+    parts: dict[str, list[float]] = {"sampling": [], "gather": [], "rest": []}
+    table_bytes = (loader._features.numel() * loader._features.element_size()
+                   if pool is not None else 0)
+    gathered_bytes, working_set = 0, 0
+    try:
+        iterator = iter(loader)
+        for _ in range(batches):
+            spent.clear()
+            synchronize(device)
+            start = time.perf_counter()
+            batch = next(iterator, None)
+            if batch is None:  # the pass ended: start another
+                iterator = iter(loader)
+                batch = next(iterator)
+            synchronize(device)
+            total = time.perf_counter() - start
+            for part in ("sampling", "gather"):
+                parts[part].append(spent.get(part, 0.0) * 1e3)
+            parts["rest"].append((total - sum(spent.values())) * 1e3)
+            rows = batch.x.numel() * batch.x.element_size()
+            gathered_bytes += 2 * rows + batch.n_id.numel() * batch.n_id.element_size()
+            working_set = max(working_set, table_bytes + rows)
+    finally:
+        for (owner, name, _), before in zip(wrapped, held):
+            if before is None:
+                delattr(owner, name)  # the class's method again
+            else:
+                setattr(owner, name, before)
+    gather_s = sum(parts["gather"]) / 1e3
+    bytes_per_s = gathered_bytes / gather_s if pool is not None and gather_s > 0 else None
+    roof_pct = (100 * bytes_per_s / roofs.bandwidth("gather", working_set)
+                if bytes_per_s is not None and roofs is not None else None)
+    return LoaderParts(Timing.of(parts["sampling"]),
+                       Timing.of(parts["gather"]) if pool is not None else None,
+                       Timing.of(parts["rest"]), bytes_per_s, roof_pct)
+
+
 def set_threads(threads: int | None) -> int:
     """Sets torch's intra-op threads (``None`` keeps the default); returns it."""
     if threads is not None:
@@ -708,9 +771,38 @@ class SamplerThroughput:
     loader_work: dict | None = None
     loader_roofline: dict | None = None
     gather_roof_pct: float | None = None
+    #: Where a loader batch's time goes (:func:`loader_parts`).
+    loader_parts: LoaderParts | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class LoaderParts:
+    """A loader batch's time taken apart, over batches of their own after
+    the timed ones (a timer around each part, none on the timed batches):
+    the sampler's call, the feature gather into the batch, and the rest
+    (PyG's relabelling, the labels, the batch object); the gather's bytes
+    (its rows read and written, its index) per second, and as a share of the
+    gather roof at its working set (the feature table and the batch's rows)
+    where roofs were measured.
+
+    Args:
+        sampling_ms (Timing): The sampler's call, per batch.
+        feature_gather_ms (Timing | None): The feature gather, per batch
+            (:obj:`None` where PyG's own filter gathers them: features not
+            on the host).
+        rest_ms (Timing): The batch's time less the two.
+        feature_gather_bytes_per_s (float | None): The gather's bytes over
+            its time, summed over the batches.
+        feature_gather_roof_pct (float | None): That against the gather roof.
+    """
+    sampling_ms: Timing
+    feature_gather_ms: Timing | None
+    rest_ms: Timing
+    feature_gather_bytes_per_s: float | None = None
+    feature_gather_roof_pct: float | None = None
 
 
 def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
@@ -763,6 +855,7 @@ def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
         loader_edges_per_s=loader_edges / sum(loader_s),
         sampler_batch_ms=Timing.of([s * 1e3 for s in sampler_s]),
         loader_batch_ms=Timing.of([s * 1e3 for s in loader_s]))
+    result.loader_parts = loader_parts(loader, batches, device, roofs)
     if roofs is not None:
         from gnnperf.measure.roofline import assess
         from gnnperf.measure.workcount import count_work
