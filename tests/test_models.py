@@ -427,3 +427,22 @@ def test_feature_density_is_counted_on_a_fixed_random_sample_of_rows():
     assert torch.equal(torch.get_rng_state(), state)
     assert SparseFeatures.density(torch.tensor([[0.0, 2.0], [0.0, 0.0]])) == 0.25
     assert SparseFeatures.density(torch.zeros(0, 3)) == 0.0
+
+
+@pytest.mark.parametrize("num_keys", [7, 1433, 1 << 16, (1 << 16) + 1])
+def test_stable_order_is_torchs_stable_argsort(num_keys):
+    from gnnperf.models.kernels import stable_order
+    keys = torch.randint(num_keys, (5000,), generator=torch.Generator().manual_seed(num_keys))
+    for dtype in (torch.int32, torch.int64):
+        assert torch.equal(stable_order(keys.to(dtype), num_keys),
+                           torch.argsort(keys.to(dtype), stable=True))
+
+
+@pytest.mark.parametrize("shape", [(60, 50), (3000, 2708), (70000, 10)])
+def test_entry_order_is_the_row_major_order_of_distinct_entries(shape):
+    from gnnperf.models.kernels import entry_order
+    generator = torch.Generator().manual_seed(shape[0])
+    keys = torch.randint(shape[0] * shape[1], (4000,), generator=generator).unique()
+    keys = keys[torch.randperm(keys.numel(), generator=generator)]
+    row, col = keys // shape[1], keys % shape[1]
+    assert torch.equal(entry_order(row, col, shape), torch.argsort(row * shape[1] + col))

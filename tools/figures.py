@@ -283,6 +283,38 @@ def _fast_path_spread(key: str) -> list[str]:
     return lines
 
 
+def _sampler(key: str) -> list[str]:
+    """``gnnperf sampler --json``: the sampler alone and in the loader, the
+    loader's share of the gather roof, and its batch taken apart."""
+    doc = _run(key)
+    r = doc["result"]
+    lines = ["| | M edges/s | ms per batch (median) |", "|---|---|---|",
+             f"| sampler alone | {r['sampler_edges_per_s'] / 1e6:.2f} "
+             f"| {r['sampler_batch_ms']['median']:.2f} |",
+             f"| loader (+ features, labels) | {r['loader_edges_per_s'] / 1e6:.2f} "
+             f"| {r['loader_batch_ms']['median']:.2f} |"]
+    work, roof = r["loader_work"], r["loader_roofline"]
+    lines += ["", f"The loader moves {work['bytes_moved'] / 2 ** 20:.1f} MiB a batch "
+              f"({work['gather_bytes'] / work['bytes_moved']:.0%} by gathers) at "
+              f"{roof['achieved_bytes_per_s'] / 1e9:.2f} GB/s: **{r['gather_roof_pct']:.0f}% of the "
+              f"gather roof** ({roof['gather_bytes_per_s'] / 1e9:.1f} GB/s at its "
+              f"{work['working_set_bytes'] / 2 ** 20:.0f} MiB working set)."]
+    parts = r.get("loader_parts")
+    if parts:
+        gather = parts["feature_gather_ms"]
+        lines += ["", "| the loader's batch, by part | ms (median) | |", "|---|---|---|",
+                  f"| sampling | {parts['sampling_ms']['median']:.2f} "
+                  f"| {parts['sampling_ms']['median'] / r['sampler_batch_ms']['median']:.1f}x "
+                  "the sampler alone |"]
+        if gather is not None:
+            share = parts["feature_gather_roof_pct"]
+            lines.append(f"| feature gather | {gather['median']:.2f} "
+                         f"| {parts['feature_gather_bytes_per_s'] / 1e9:.2f} GB/s"
+                         + (f", {share:.0f}% of the gather roof |" if share is not None else " |"))
+        lines.append(f"| the rest | {parts['rest_ms']['median']:.2f} | |")
+    return lines
+
+
 def _main_job(key: str) -> list[str]:
     doc = _run(key)
     lines = [f"`{doc['command']}` took **{doc['wall_s']:.1f} s** with an empty gnnperf cache "
@@ -304,7 +336,7 @@ def _entry_figures() -> dict:
              "sensitivity": _sensitivity, "history-detection": _history_detection,
              "scratch-history": _scratch_history, "figure-spread": _figure_spread,
              "saint-roots": _saint_roots, "fast-path-spread": _fast_path_spread,
-             "main-job": _main_job,
+             "main-job": _main_job, "sampler": _sampler,
              "run-vs-plain": lambda k: (_time_to_accuracy(k) + [""]
                                         + _against_plain_loop(k))}
     figures = {}

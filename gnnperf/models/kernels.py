@@ -122,56 +122,101 @@ def _csr_times_dense(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
     return _sparse_times_dense(matrix, dense.contiguous())
 
 
-# The product under torch.compile, which cannot trace torch.sparse tensors: an
-# opaque op, so the rest of the model compiles around it. Defined through
-# torch.library.Library rather than @torch.library.custom_op, whose Python
-# wrappers cost more a call than a small graph's product itself.
-# Eager mode calls the kernel directly.
-# Registered once per process: a second import of this file (a tool or the
-# asv suite loading gnnperf from another path) finds the op already there,
-# where a second "DEF" library of the namespace would raise.
+# gnnperf's ops. The product under torch.compile, which cannot trace
+# torch.sparse tensors: an opaque op, so the rest of the model compiles around
+# it; eager mode calls the kernel directly. And two one-off conversions that
+# run on CPU through NumPy, several times faster than torch's CPU kernels
+# (measured on Cora's features: its compare and flatnonzero scan with SIMD,
+# its stable argsort of 16-bit keys is a radix sort), torch's own kernels
+# serving the rest (other devices, dtypes NumPy lacks such as bfloat16,
+# wider keys) with the same results. As ops, the work they do stays in the
+# op counter's exact work metrics (gnnperf/measure/workcount.py), which sees
+# ATen and library ops, not NumPy calls.
+# Defined through torch.library.Library rather than @torch.library.custom_op,
+# whose Python wrappers cost more a call than a small graph's product itself.
+# Each op is registered once per process: a second import of this file (a
+# tool or the asv suite loading gnnperf from another path) finds it there.
+_LIBRARIES: list[torch.library.Library] = []  # an op lives as long as its library
+
+
+def _define_once(schema: str, impls: dict[str, Callable], fake: Callable | None = None) -> None:
+    name = schema.split("(")[0]
+    if hasattr(torch.ops.gnnperf, name):
+        return
+    library = torch.library.Library("gnnperf", "FRAGMENT")
+    library.define(schema)
+    for key, kernel in impls.items():
+        library.impl(name, kernel, key)
+    if fake is not None:
+        torch.library.register_fake(f"gnnperf::{name}", fake, lib=library)
+    _LIBRARIES.append(library)
+
+
 def _csr_mm_fake(crow, col, values, num_cols, dense):
     return dense.new_empty(crow.shape[0] - 1, dense.shape[1])
 
 
-if not hasattr(torch.ops.gnnperf, "csr_mm"):
-    _LIBRARY = torch.library.Library("gnnperf", "DEF")
-    _LIBRARY.define("csr_mm(Tensor crow, Tensor col, Tensor values, SymInt num_cols, "
-                    "Tensor dense) -> Tensor")
-    _LIBRARY.impl("csr_mm", _csr_times_dense, "CompositeExplicitAutograd")
-    torch.library.register_fake("gnnperf::csr_mm", _csr_mm_fake, lib=_LIBRARY)
+_define_once("csr_mm(Tensor crow, Tensor col, Tensor values, SymInt num_cols, "
+             "Tensor dense) -> Tensor", {"CompositeExplicitAutograd": _csr_times_dense},
+             _csr_mm_fake)
 
-
-# One-off conversions on CPU go through NumPy where it is several times
-# faster than torch's CPU kernels (measured on Cora's features): its compare
-# and flatnonzero scan with SIMD, its count_nonzero too, and its stable
-# argsort of 16-bit keys is a radix sort. Torch's own kernels serve the rest
-# (other devices, dtypes NumPy lacks such as bfloat16, wider keys), with the
-# same results.
 _NUMPY_FLOATS = (torch.float32, torch.float64, torch.float16)
 
 
-def _stored_positions(entries: Tensor) -> Tensor:
-    """The positions of a vector's entries that are not zero (-0 is zero,
-    NaN is not: torch's rule), int64."""
-    if entries.device.type == "cpu" and entries.dtype in _NUMPY_FLOATS:
-        return torch.from_numpy(numpy.flatnonzero(entries.numpy() != 0))
+def _stored_positions_torch(entries: Tensor) -> Tensor:
     return entries.nonzero().view(-1)
 
 
+def _stored_positions_cpu(entries: Tensor) -> Tensor:
+    if entries.dtype in _NUMPY_FLOATS:
+        return torch.from_numpy(numpy.flatnonzero(entries.numpy() != 0))
+    return _stored_positions_torch(entries)
+
+
+def _stable_order_torch(keys: Tensor, num_keys: int) -> Tensor:
+    return torch.argsort(keys, stable=True)
+
+
+def _stable_order_cpu(keys: Tensor, num_keys: int) -> Tensor:
+    if num_keys <= 1 << 16:
+        return torch.from_numpy(numpy.argsort(keys.numpy().astype(numpy.uint16), kind="stable"))
+    return _stable_order_torch(keys, num_keys)
+
+
+_define_once("stored_positions(Tensor entries) -> Tensor",
+             {"CPU": _stored_positions_cpu, "CompositeExplicitAutograd": _stored_positions_torch})
+_define_once("stable_order(Tensor keys, int num_keys) -> Tensor",
+             {"CPU": _stable_order_cpu, "CompositeExplicitAutograd": _stable_order_torch})
+
+
+def stored_positions(entries: Tensor) -> Tensor:
+    """The positions of a vector's entries that are not zero (-0 is zero,
+    NaN is not: torch's rule), int64."""
+    return torch.ops.gnnperf.stored_positions(entries)
+
+
+def stable_order(keys: Tensor, num_keys: int) -> Tensor:
+    """The permutation sorting :obj:`keys` (ids below :obj:`num_keys`),
+    equal keys in their stored order, int64."""
+    return torch.ops.gnnperf.stable_order(keys, num_keys)
+
+
+def entry_order(row: Tensor, col: Tensor, shape: tuple[int, int]) -> Tensor:
+    """The permutation putting :obj:`(row, col)` entries in row-major
+    order, int64: two 16-bit radix passes (by column, then stably by row)
+    where both fit on CPU, else one sort of ``row * num_cols + col``."""
+    if row.device.type == "cpu" and max(shape) <= 1 << 16:
+        by_col = stable_order(col, shape[1])
+        return by_col.index_select(0, stable_order(row.index_select(0, by_col), shape[0]))
+    return torch.argsort(row * shape[1] + col)
+
+
 def _count_stored(x: Tensor) -> int:
-    """How many of :obj:`x`'s entries are not zero."""
+    """How many of :obj:`x`'s entries are not zero (NumPy's SIMD count on
+    CPU; only a build reads it, which no work metric counts)."""
     if x.device.type == "cpu" and x.dtype in _NUMPY_FLOATS:
         return int(numpy.count_nonzero(x.detach().contiguous().numpy()))
     return int(torch.count_nonzero(x))
-
-
-def _stable_order(keys: Tensor, num_keys: int) -> Tensor:
-    """The permutation sorting :obj:`keys` (ids below :obj:`num_keys`),
-    equal keys in their stored order, int64."""
-    if keys.device.type == "cpu" and num_keys <= 1 << 16:
-        return torch.from_numpy(numpy.argsort(keys.numpy().astype(numpy.uint16), kind="stable"))
-    return torch.argsort(keys, stable=True)
 
 
 class CsrMatrix:
@@ -206,7 +251,7 @@ class CsrMatrix:
         # Column-major order: the entries are stored row by row, so a stable
         # sort by column alone keeps each column's rows ascending (a sort of
         # the narrow column ids, cheaper than one of column * rows + row keys).
-        order = _stable_order(col, self.shape[1])
+        order = stable_order(col, self.shape[1])
         self.t_crow = torch.zeros(self.shape[1] + 1, dtype=crow.dtype, device=col.device)
         torch.cumsum(torch.bincount(col, minlength=self.shape[1]), 0, out=self.t_crow[1:])
         self.t_col, self.t_perm = rows.index_select(0, order), order
@@ -222,7 +267,7 @@ class CsrMatrix:
             # compares, scans twice and sorts), the same arrays (a test).
             rows, cols = dense.shape
             entries = dense.detach().contiguous().view(-1)
-            flat = _stored_positions(entries)
+            flat = stored_positions(entries)
             row = flat.div(cols, rounding_mode="floor")
             crow = torch.zeros(rows + 1, dtype=torch.long)
             torch.cumsum(torch.bincount(row, minlength=rows), 0, out=crow[1:])
@@ -238,7 +283,7 @@ class CsrMatrix:
     def from_entries(cls, row: Tensor, col: Tensor, values: Tensor,
                      shape: tuple[int, int], transposed: bool = True) -> "CsrMatrix":
         """From unsorted :obj:`(row, col, value)` entries (one sort, one bincount)."""
-        order = torch.argsort(row * shape[1] + col)
+        order = entry_order(row, col, shape)
         crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=row.device)
         torch.cumsum(torch.bincount(row, minlength=shape[0]), 0, out=crow[1:])
         return cls(crow, col.index_select(0, order), values.index_select(0, order), shape,

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from gnnperf.models import BLOCKS, LayerGraph
+from gnnperf.models.kernels import stable_order
 from gnnperf.variants.base import Batch, Technique, TrainingRun
 
 
@@ -67,7 +68,7 @@ class Trimmed(Technique):
             edge_index, edge_weight = batch.graph, batch.edge_weight
             target = edge_index[1]
             # Sorted by target, the edges into the first n nodes are a prefix.
-            order = torch.argsort(target, stable=True)
+            order = stable_order(target, batch.x.size(0))
             edge_index = edge_index.index_select(1, order)
             edge_weight = None if edge_weight is None else edge_weight.index_select(0, order)
             edges_into = torch.cumsum(torch.bincount(target, minlength=batch.x.size(0)), 0)
