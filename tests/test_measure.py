@@ -336,9 +336,9 @@ def test_a_frozen_process_frees_each_variants_cycles_and_freezes_what_lives_on()
         gc.unfreeze()
 
 
-def test_loader_parts_time_the_sampler_and_the_gather_then_leave_the_loader_as_it_was():
+def test_the_loader_clock_takes_each_batch_apart_and_leaves_the_loader_as_it_was():
     from gnnperf.data import load_dataset
-    from gnnperf.measure.runner import loader_parts
+    from gnnperf.measure.runner import LoaderClock
     from gnnperf.sampling.neighbor import make_neighbor_loader
     graph = load_dataset("synthetic:nodes=2000,degree=8,features=32,classes=4").graph
     loader = make_neighbor_loader(graph, [5, 5], 128, seed=0, backend="vectorized",
@@ -350,12 +350,20 @@ def test_loader_parts_time_the_sampler_and_the_gather_then_leave_the_loader_as_i
         calls["sampler"] += 1
         return original(*args, **kwargs)
     loader.node_sampler.sample_from_nodes = counted
-    parts = loader_parts(loader, 20, torch.device("cpu"))  # 20 batches: more than a pass
-    assert calls["sampler"] == 20  # the parts timed the loader's own sampler, batch by batch
-    assert len(parts.sampling_ms.samples) == len(parts.rest_ms.samples) == 20
+    iterator = iter(loader)
+    with LoaderClock(loader, torch.device("cpu")) as clock:
+        timed = [clock.batch(lambda: next(iterator))[1] for _ in range(6)]
+    assert calls["sampler"] == 6  # the clock timed the loader's own sampler, batch by batch
+    parts = clock.parts(skip=1)
+    assert len(parts.sampling_ms.samples) == len(parts.rest_ms.samples) == 5
     assert min(parts.sampling_ms.samples) > 0 and min(parts.feature_gather_ms.samples) > 0
     assert parts.feature_gather_bytes_per_s > 0 and parts.feature_gather_roof_pct is None
-    # The wrappers are gone: the sampler's attribute is the one it had, the
+    # Each batch's parts add up to its time.
+    for i, seconds in enumerate(timed[1:]):
+        total = (parts.sampling_ms.samples[i] + parts.feature_gather_ms.samples[i]
+                 + parts.rest_ms.samples[i])
+        assert total == pytest.approx(seconds * 1e3)
+    # The timers are gone: the sampler's attribute is the one it had, the
     # pool's method its class's.
     assert loader.node_sampler.sample_from_nodes is counted
     assert "index_select" not in vars(loader._feature_pool)

@@ -284,34 +284,30 @@ def _fast_path_spread(key: str) -> list[str]:
 
 
 def _sampler(key: str) -> list[str]:
-    """``gnnperf sampler --json``: the sampler alone and in the loader, the
-    loader's share of the gather roof, and its batch taken apart."""
-    doc = _run(key)
-    r = doc["result"]
-    lines = ["| | M edges/s | ms per batch (median) |", "|---|---|---|",
-             f"| sampler alone | {r['sampler_edges_per_s'] / 1e6:.2f} "
-             f"| {r['sampler_batch_ms']['median']:.2f} |",
-             f"| loader (+ features, labels) | {r['loader_edges_per_s'] / 1e6:.2f} "
-             f"| {r['loader_batch_ms']['median']:.2f} |"]
-    work, roof = r["loader_work"], r["loader_roofline"]
-    lines += ["", f"The loader moves {work['bytes_moved'] / 2 ** 20:.1f} MiB a batch "
-              f"({work['gather_bytes'] / work['bytes_moved']:.0%} by gathers) at "
-              f"{roof['achieved_bytes_per_s'] / 1e9:.2f} GB/s: **{r['gather_roof_pct']:.0f}% of the "
-              f"gather roof** ({roof['gather_bytes_per_s'] / 1e9:.1f} GB/s at its "
-              f"{work['working_set_bytes'] / 2 ** 20:.0f} MiB working set)."]
-    parts = r.get("loader_parts")
-    if parts:
+    """``gnnperf sampler --json`` runs, one row each: the sampler alone and in
+    the loader, the loader's share of the gather roof, its batch by part."""
+    lines = ["| run | sampler alone, ms | loader batch, ms | MiB a batch (by gathers) "
+             "| GB/s | **share of the gather roof** | in the loader: sampling, ms "
+             "| feature gather, ms (share of the roof) | the rest, ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for number, name in enumerate(_entry(key)["data"], start=1):
+        r = _load(name)["result"]
+        work, roof, parts = r["loader_work"], r["loader_roofline"], r["loader_parts"]
         gather = parts["feature_gather_ms"]
-        lines += ["", "| the loader's batch, by part | ms (median) | |", "|---|---|---|",
-                  f"| sampling | {parts['sampling_ms']['median']:.2f} "
-                  f"| {parts['sampling_ms']['median'] / r['sampler_batch_ms']['median']:.1f}x "
-                  "the sampler alone |"]
-        if gather is not None:
-            share = parts["feature_gather_roof_pct"]
-            lines.append(f"| feature gather | {gather['median']:.2f} "
-                         f"| {parts['feature_gather_bytes_per_s'] / 1e9:.2f} GB/s"
-                         + (f", {share:.0f}% of the gather roof |" if share is not None else " |"))
-        lines.append(f"| the rest | {parts['rest_ms']['median']:.2f} | |")
+        lines.append(
+            f"| {number} | {r['sampler_batch_ms']['median']:.2f} "
+            f"| {r['loader_batch_ms']['median']:.2f} "
+            f"| {work['bytes_moved'] / 2 ** 20:.1f} "
+            f"({work['gather_bytes'] / work['bytes_moved']:.0%}) "
+            f"| {roof['achieved_bytes_per_s'] / 1e9:.2f} | **{r['gather_roof_pct']:.0f}%** "
+            f"| {parts['sampling_ms']['median']:.2f} "
+            f"| {_fmt(gather and gather['median'])} "
+            f"({_fmt(parts['feature_gather_roof_pct'], 0, '%')}) "
+            f"| {parts['rest_ms']['median']:.2f} |")
+    first = _load(_entry(key)["data"][0])["result"]
+    lines += ["", f"The gather roof: {first['loader_roofline']['gather_bytes_per_s'] / 1e9:.1f} "
+              f"GB/s at the batch's {first['loader_work']['working_set_bytes'] / 2 ** 20:.0f} MiB "
+              "working set; medians of each run's batches."]
     return lines
 
 

@@ -679,67 +679,80 @@ def with_roofline(result: VariantResult, roofs) -> VariantResult:
     return result
 
 
-def loader_parts(loader, batches: int, device: torch.device, roofs=None) -> LoaderParts:
-    """Times :obj:`batches` batches of :obj:`loader` (one of
-    :func:`~gnnperf.sampling.neighbor.make_neighbor_loader`'s) part by part:
-    a timer around its sampler's call and its pooled feature gather, which
-    this wraps for the while and then restores."""
-    sampler = loader.node_sampler
-    pool = getattr(loader, "_feature_pool", None)
-    spent: dict[str, float] = {}
+class LoaderClock:
+    """Timers around a loader's sampler call and its pooled feature gather
+    (one of :func:`~gnnperf.sampling.neighbor.make_neighbor_loader`'s),
+    installed for a ``with`` block and then taken off: each batch timed in
+    it (:meth:`batch`) is also taken apart, at a few microseconds a batch,
+    into :class:`LoaderParts` (:meth:`parts`)."""
 
-    def timed(part: str, fn: Callable) -> Callable:
+    def __init__(self, loader, device: torch.device) -> None:
+        self.device = device
+        pool = getattr(loader, "_feature_pool", None)
+        self._wrapped = [(loader.node_sampler, "sample_from_nodes", "sampling")]
+        if pool is not None:
+            self._wrapped.append((pool, "index_select", "gather"))
+        self._table_bytes = (loader._features.numel() * loader._features.element_size()
+                             if pool is not None else 0)
+        self._gathers = pool is not None
+        self._spent: dict[str, float] = {}
+        self._parts: dict[str, list[float]] = {"sampling": [], "gather": [], "rest": []}
+        self._gathered_bytes: list[int] = []
+        self._working_set = 0
+
+    def _timed(self, part: str, fn: Callable) -> Callable:
         def call(*args, **kwargs):
-            synchronize(device)
+            synchronize(self.device)
             start = time.perf_counter()
             out = fn(*args, **kwargs)
-            synchronize(device)
-            spent[part] = spent.get(part, 0.0) + time.perf_counter() - start
+            synchronize(self.device)
+            self._spent[part] = self._spent.get(part, 0.0) + time.perf_counter() - start
             return out
         return call
 
-    wrapped = [(sampler, "sample_from_nodes", "sampling")]
-    if pool is not None:
-        wrapped.append((pool, "index_select", "gather"))
-    # What each object held itself (a wrapper of its own, say): put back after.
-    held = [vars(owner).get(name) for owner, name, _ in wrapped]
-    for owner, name, part in wrapped:
-        setattr(owner, name, timed(part, getattr(owner, name)))
-    parts: dict[str, list[float]] = {"sampling": [], "gather": [], "rest": []}
-    table_bytes = (loader._features.numel() * loader._features.element_size()
-                   if pool is not None else 0)
-    gathered_bytes, working_set = 0, 0
-    try:
-        iterator = iter(loader)
-        for _ in range(batches):
-            spent.clear()
-            synchronize(device)
-            start = time.perf_counter()
-            batch = next(iterator, None)
-            if batch is None:  # the pass ended: start another
-                iterator = iter(loader)
-                batch = next(iterator)
-            synchronize(device)
-            total = time.perf_counter() - start
-            for part in ("sampling", "gather"):
-                parts[part].append(spent.get(part, 0.0) * 1e3)
-            parts["rest"].append((total - sum(spent.values())) * 1e3)
-            rows = batch.x.numel() * batch.x.element_size()
-            gathered_bytes += 2 * rows + batch.n_id.numel() * batch.n_id.element_size()
-            working_set = max(working_set, table_bytes + rows)
-    finally:
-        for (owner, name, _), before in zip(wrapped, held):
+    def __enter__(self) -> "LoaderClock":
+        # What each object held itself (a wrapper of its own, say): put back after.
+        self._held = [vars(owner).get(name) for owner, name, _ in self._wrapped]
+        for owner, name, part in self._wrapped:
+            setattr(owner, name, self._timed(part, getattr(owner, name)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for (owner, name, _), before in zip(self._wrapped, self._held):
             if before is None:
                 delattr(owner, name)  # the class's method again
             else:
                 setattr(owner, name, before)
-    gather_s = sum(parts["gather"]) / 1e3
-    bytes_per_s = gathered_bytes / gather_s if pool is not None and gather_s > 0 else None
-    roof_pct = (100 * bytes_per_s / roofs.bandwidth("gather", working_set)
-                if bytes_per_s is not None and roofs is not None else None)
-    return LoaderParts(Timing.of(parts["sampling"]),
-                       Timing.of(parts["gather"]) if pool is not None else None,
-                       Timing.of(parts["rest"]), bytes_per_s, roof_pct)
+
+    def batch(self, next_batch: Callable[[], object]) -> tuple[object, float]:
+        """:obj:`next_batch()` timed whole and by part: the batch and its seconds."""
+        self._spent.clear()
+        synchronize(self.device)
+        start = time.perf_counter()
+        batch = next_batch()
+        synchronize(self.device)
+        seconds = time.perf_counter() - start
+        self._parts["sampling"].append(self._spent.get("sampling", 0.0) * 1e3)
+        self._parts["gather"].append(self._spent.get("gather", 0.0) * 1e3)
+        self._parts["rest"].append((seconds - sum(self._spent.values())) * 1e3)
+        if self._gathers:
+            rows = batch.x.numel() * batch.x.element_size()
+            self._gathered_bytes.append(2 * rows
+                                        + batch.n_id.numel() * batch.n_id.element_size())
+            self._working_set = max(self._working_set, self._table_bytes + rows)
+        return batch, seconds
+
+    def parts(self, skip: int = 0, roofs=None) -> LoaderParts:
+        """The parts of the batches timed, less the first :obj:`skip`."""
+        parts = {name: samples[skip:] for name, samples in self._parts.items()}
+        gather_s = sum(parts["gather"]) / 1e3
+        bytes_per_s = (sum(self._gathered_bytes[skip:]) / gather_s
+                       if self._gathers and gather_s > 0 else None)
+        roof_pct = (100 * bytes_per_s / roofs.bandwidth("gather", self._working_set)
+                    if bytes_per_s is not None and roofs is not None else None)
+        return LoaderParts(Timing.of(parts["sampling"]),
+                           Timing.of(parts["gather"]) if self._gathers else None,
+                           Timing.of(parts["rest"]), bytes_per_s, roof_pct)
 
 
 def set_threads(threads: int | None) -> int:
@@ -771,7 +784,7 @@ class SamplerThroughput:
     loader_work: dict | None = None
     loader_roofline: dict | None = None
     gather_roof_pct: float | None = None
-    #: Where a loader batch's time goes (:func:`loader_parts`).
+    #: Where a loader batch's time goes (:class:`LoaderClock`).
     loader_parts: LoaderParts | None = None
 
     def to_dict(self) -> dict:
@@ -780,9 +793,9 @@ class SamplerThroughput:
 
 @dataclass
 class LoaderParts:
-    """A loader batch's time taken apart, over batches of their own after
-    the timed ones (a timer around each part, none on the timed batches):
-    the sampler's call, the feature gather into the batch, and the rest
+    """A loader batch's time taken apart, on the timed batches
+    (:class:`LoaderClock`: a timer around each part, a few microseconds a
+    batch): the sampler's call, the feature gather into the batch, and the rest
     (PyG's relabelling, the labels, the batch object); the gather's bytes
     (its rows read and written, its index) per second, and as a share of the
     gather roof at its working set (the feature table and the batch's rows)
@@ -837,17 +850,21 @@ def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
                                   backend="vectorized", edge_ids=False)
     loader_s, loader_edges = [], 0
     iterator = iter(loader)
-    for index in range(batches + 1):
-        synchronize(device)
-        start = time.perf_counter()
+
+    def next_batch():
+        nonlocal iterator
         batch = next(iterator, None)
         if batch is None:  # fewer nodes than batches * batch_size: start over
             iterator = iter(loader)
             batch = next(iterator)
-        synchronize(device)
-        if index > 0:
-            loader_s.append(time.perf_counter() - start)
-            loader_edges += batch.edge_index.size(1)
+        return batch
+
+    with LoaderClock(loader, device) as clock:
+        for index in range(batches + 1):
+            batch, seconds = clock.batch(next_batch)
+            if index > 0:
+                loader_s.append(seconds)
+                loader_edges += batch.edge_index.size(1)
     result = SamplerThroughput(
         dataset=dataset.name, device=str(device), fanout=list(fanout),
         batch_size=batch_size, batches=batches, edges_per_batch=edges / batches,
@@ -855,7 +872,7 @@ def measure_sampler(dataset: Dataset, fanout: list[int], batch_size: int = 1024,
         loader_edges_per_s=loader_edges / sum(loader_s),
         sampler_batch_ms=Timing.of([s * 1e3 for s in sampler_s]),
         loader_batch_ms=Timing.of([s * 1e3 for s in loader_s]))
-    result.loader_parts = loader_parts(loader, batches, device, roofs)
+    result.loader_parts = clock.parts(skip=1, roofs=roofs)  # the warm-up batch left out
     if roofs is not None:
         from gnnperf.measure.roofline import assess
         from gnnperf.measure.workcount import count_work
