@@ -43,12 +43,7 @@ def environment(seed: int, device: torch.device, tuned_allocator: bool = False) 
     import torch_geometric
 
     from gnnperf.sampling.neighbor import native_sampler_available
-    try:
-        git = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"],
-                             cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
-        commit = git.stdout.strip() if git.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
+    commit, dirty = _git_state(Path(__file__).parent)
     return {
         "torch": torch.__version__,
         "torch_geometric": torch_geometric.__version__,
@@ -62,8 +57,26 @@ def environment(seed: int, device: torch.device, tuned_allocator: bool = False) 
         "native_sampler": native_sampler_available(),
         "allocator": allocator_description(tuned_allocator),
         "git_commit": commit,
+        "git_dirty": dirty,
         "seed": seed,
     }
+
+
+def _git_state(package: Path) -> tuple[str | None, bool | None]:
+    """The commit gnnperf's checkout is at, and whether its package's
+    tracked files differ from it (what ran was not that commit's code);
+    (None, None) outside a git checkout, an installed wheel say."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=package,
+                              capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return None, None
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
+                                cwd=package, capture_output=True, text=True, timeout=10)
+        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+        return head.stdout.strip(), dirty
+    except (OSError, subprocess.SubprocessError):
+        return None, None
 
 
 def device_name(device: torch.device) -> str:

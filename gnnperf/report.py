@@ -207,10 +207,11 @@ def format_sampler(result: SamplerThroughput, dataset) -> str:
     if parts is not None:
         gather = ""
         if parts.feature_gather_ms is not None:
-            share = ("" if parts.feature_gather_roof_pct is None
-                     else f", {parts.feature_gather_roof_pct:.0f}% of the gather roof")
-            gather = (f", feature gather {parts.feature_gather_ms.median:.2f} "
-                      f"({parts.feature_gather_bytes_per_s / 1e9:.2f} GB/s{share})")
+            rate = ("" if parts.feature_gather_bytes_per_s is None
+                    else f" ({parts.feature_gather_bytes_per_s / 1e9:.2f} GB/s"
+                    + ("" if parts.feature_gather_roof_pct is None
+                       else f", {parts.feature_gather_roof_pct:.0f}% of the gather roof") + ")")
+            gather = f", feature gather {parts.feature_gather_ms.median:.2f}{rate}"
         text += (f"\nloader batch, median ms by part: sampling {parts.sampling_ms.median:.2f}"
                  f"{gather}, the rest {parts.rest_ms.median:.2f}")
     return text

@@ -760,3 +760,25 @@ def test_a_model_that_fails_in_a_step_is_a_failed_row_not_a_crash(tmp_path, caps
     assert "failed: RuntimeError: boom in a training step (at " in captured.err
     assert "usermodels_training_raises.py" in captured.err
     assert "failed" in captured.out  # the table's row
+
+
+def test_the_fingerprint_says_whether_the_package_differs_from_its_commit(tmp_path):
+    import subprocess
+    from gnnperf.fingerprint import _git_state
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "code.py").write_text("x = 1\n")
+    assert _git_state(package) == (None, None)  # no checkout: an installed wheel, say
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    commit, dirty = _git_state(package)
+    assert len(commit) == 40 and dirty is False
+    (package / "notes.txt").write_text("untracked\n")
+    (tmp_path / "README").write_text("outside the package\n")
+    assert _git_state(package) == (commit, False)
+    (package / "code.py").write_text("x = 2\n")
+    assert _git_state(package) == (commit, True)

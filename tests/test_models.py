@@ -82,7 +82,7 @@ def test_sparse_features_equal_dense_with_dropout_off(cora, model):
     config = TrainConfig(dropout=0.0, model=model)
     dense = get_variant("baseline").build(cora, config, cpu)
     sparse = get_variant("sparse_features").build(cora, config, cpu)
-    # Counted on evenly spaced rows: an estimate, close to the whole count.
+    # Counted on 512 random rows: an estimate, close to the whole count.
     assert sparse.stats["feature_density"] == pytest.approx(49216 / (2708 * 1433), rel=0.05)
     sparse.model.load_state_dict(dense.model.state_dict())
     a, b = next(iter(dense.batches())), next(iter(sparse.batches()))
@@ -425,24 +425,42 @@ def test_feature_density_is_counted_on_a_fixed_random_sample_of_rows():
     assert SparseFeatures.density(x) == pytest.approx(0.25, abs=0.06)
     assert SparseFeatures.density(x) == SparseFeatures.density(x)
     assert torch.equal(torch.get_rng_state(), state)
+    # Near the cut-off (PubMed's TF-IDF features sit about there) the
+    # whole matrix is counted: the decision is the exact one.
+    near = torch.zeros(40 * DENSITY_SAMPLE_ROWS, 100)
+    near[:, :11] = 1.0
+    near[::3, 10] = 0.0  # whole density 0.1 + 0.01 * 2/3, every row alike but one column
+    assert SparseFeatures.density(near) == int((near != 0).sum()) / near.numel()
     assert SparseFeatures.density(torch.tensor([[0.0, 2.0], [0.0, 0.0]])) == 0.25
     assert SparseFeatures.density(torch.zeros(0, 3)) == 0.0
 
 
+@pytest.mark.parametrize("count", [100, 5000])  # below and above NUMPY_SORT_MIN_KEYS
 @pytest.mark.parametrize("num_keys", [7, 1433, 1 << 16, (1 << 16) + 1])
-def test_stable_order_is_torchs_stable_argsort(num_keys):
+def test_stable_order_is_torchs_stable_argsort(num_keys, count):
     from gnnperf.models.kernels import stable_order
-    keys = torch.randint(num_keys, (5000,), generator=torch.Generator().manual_seed(num_keys))
+    keys = torch.randint(num_keys, (count,), generator=torch.Generator().manual_seed(num_keys))
     for dtype in (torch.int32, torch.int64):
         assert torch.equal(stable_order(keys.to(dtype), num_keys),
                            torch.argsort(keys.to(dtype), stable=True))
 
 
-@pytest.mark.parametrize("shape", [(60, 50), (3000, 2708), (70000, 10)])
-def test_entry_order_is_the_row_major_order_of_distinct_entries(shape):
+@pytest.mark.parametrize("count", [500, 20000])  # below and above RADIX_ENTRY_ORDER_MIN
+@pytest.mark.parametrize("shape", [(600, 500), (3000, 2708), (70000, 10)])
+def test_entry_order_is_the_row_major_order_of_distinct_entries(shape, count):
     from gnnperf.models.kernels import entry_order
     generator = torch.Generator().manual_seed(shape[0])
-    keys = torch.randint(shape[0] * shape[1], (4000,), generator=generator).unique()
+    keys = torch.randint(shape[0] * shape[1], (count,), generator=generator).unique()
     keys = keys[torch.randperm(keys.numel(), generator=generator)]
     row, col = keys // shape[1], keys % shape[1]
     assert torch.equal(entry_order(row, col, shape), torch.argsort(row * shape[1] + col))
+
+
+def test_from_dense_keeps_the_values_gradient_and_the_scan_takes_vectors_only():
+    from gnnperf.models.kernels import stored_positions
+    dense = torch.tensor([[0.0, 2.0], [3.0, 0.0]], requires_grad=True)
+    matrix = CsrMatrix.from_dense(dense)
+    matrix.values.sum().backward()
+    assert torch.equal(dense.grad, torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="vector"):
+        stored_positions(torch.ones(2, 2))

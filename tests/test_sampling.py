@@ -183,8 +183,9 @@ def test_native_backend_without_pyg_lib_is_a_clear_error(cora):
 
 
 def _floyd_step_by_step(sampler, degree, k):
-    # Floyd's algorithm as it is usually written, one draw per step (what the
-    # sampler ran before its draws were batched): the reference for its output.
+    # Floyd's algorithm as it is usually written, each step's bound and
+    # draw worked out in its turn (what the sampler ran before it worked
+    # out all steps' at once): the reference for its output.
     chosen = torch.empty(degree.numel(), k, dtype=degree.dtype)
     u = torch.rand(degree.numel(), k, generator=sampler.generator, dtype=torch.float64)
     for i in range(k):
@@ -193,6 +194,33 @@ def _floyd_step_by_step(sampler, degree, k):
         repeat = (chosen[:, :i] == draw.unsqueeze(1)).any(1)
         chosen[:, i] = torch.where(repeat, upper, draw)
     return chosen
+
+
+def _sample_hop_as_before(sampler, targets, fanout):
+    # The hop as the sampler wrote it before (an offset per slot, then the
+    # targets' first in-edges added): the reference for its positions.
+    start = sampler.colptr.index_select(0, targets)
+    degree = sampler.colptr.index_select(0, targets + 1) - start
+    take = degree if fanout < 0 else degree.clamp(max=fanout)
+    target_index = torch.repeat_interleave(
+        torch.arange(targets.numel(), dtype=sampler.index_dtype), take)
+    slot_start = torch.cumsum(take, 0) - take
+    offset = torch.arange(target_index.numel(), dtype=take.dtype) - slot_start[target_index]
+    if fanout > 0:
+        over = (degree > fanout).nonzero().view(-1)
+        if over.numel() > 0:
+            chosen = _floyd_step_by_step(sampler, degree[over], fanout)
+            slots = (slot_start[over].unsqueeze(1) + torch.arange(fanout, dtype=take.dtype)).view(-1)
+            offset[slots] = chosen.view(-1).to(offset.dtype)
+    return start[target_index] + offset, target_index
+
+
+def _new_nodes_as_before(sampler, neighbors):
+    local = sampler._local
+    unseen = neighbors[(local[neighbors] < 0).nonzero().view(-1)]
+    position = torch.arange(unseen.numel(), dtype=sampler.index_dtype)
+    local[unseen] = position
+    return unseen[(local[unseen] == position).nonzero().view(-1)]
 
 
 @pytest.mark.parametrize("k", [1, 2, 10, 15])
@@ -208,13 +236,19 @@ def test_floyd_draws_the_step_by_step_subsets(cora, k):
         assert torch.equal(batched._floyd(degree, k), _floyd_step_by_step(stepwise, degree, k))
 
 
-@pytest.mark.parametrize("padded", [False, True])
-def test_sampler_batches_are_those_of_step_by_step_floyd(hub_graph, padded, monkeypatch):
+@pytest.mark.parametrize("fanout,padded", [([15, 10], False), ([15, 10], True),
+                                           ([-1], False), ([25, 5, 2], False), ([1], False)])
+def test_sampler_batches_are_those_of_its_step_by_step_reference(hub_graph, fanout, padded,
+                                                                 monkeypatch):
     seeds = torch.randperm(hub_graph.num_nodes, generator=torch.Generator().manual_seed(2))[:256]
-    batched = VectorizedNeighborSampler(hub_graph, [15, 10], seed=4, padded=padded)
-    stepwise = VectorizedNeighborSampler(hub_graph, [15, 10], seed=4, padded=padded)
+    batched = VectorizedNeighborSampler(hub_graph, fanout, seed=4, padded=padded)
+    stepwise = VectorizedNeighborSampler(hub_graph, fanout, seed=4, padded=padded)
     monkeypatch.setattr(stepwise, "_floyd", lambda degree, k:
                         _floyd_step_by_step(stepwise, degree, k))
+    monkeypatch.setattr(stepwise, "_sample_hop", lambda targets, k:
+                        _sample_hop_as_before(stepwise, targets, k))
+    monkeypatch.setattr(stepwise, "_new_nodes", lambda neighbors:
+                        _new_nodes_as_before(stepwise, neighbors))
     for _ in range(2):
         ours, reference = batched.sample(seeds), stepwise.sample(seeds)
         assert all(torch.equal(a, b) for a, b in zip(ours[:4], reference[:4]))

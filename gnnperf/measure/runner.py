@@ -687,6 +687,9 @@ class LoaderClock:
     into :class:`LoaderParts` (:meth:`parts`)."""
 
     def __init__(self, loader, device: torch.device) -> None:
+        if getattr(loader, "num_workers", 0) > 0:  # they sample and gather out of its sight
+            raise ValueError("LoaderClock times a loader's own process; give it one "
+                             "without worker processes (num_workers=0)")
         self.device = device
         pool = getattr(loader, "_feature_pool", None)
         self._wrapped = [(loader.node_sampler, "sample_from_nodes", "sampling")]

@@ -124,19 +124,26 @@ def _csr_times_dense(crow: Tensor, col: Tensor, values: Tensor, num_cols: int,
 
 # gnnperf's ops. The product under torch.compile, which cannot trace
 # torch.sparse tensors: an opaque op, so the rest of the model compiles around
-# it; eager mode calls the kernel directly. And two one-off conversions that
-# run on CPU through NumPy, several times faster than torch's CPU kernels
-# (measured on Cora's features: its compare and flatnonzero scan with SIMD,
+# it; eager mode calls the kernel directly. And two conversions that run on
+# CPU through NumPy, several times faster than torch's CPU kernels on the
+# sizes of a CSR build (measured: its compare and flatnonzero scan with SIMD,
 # its stable argsort of 16-bit keys is a radix sort), torch's own kernels
-# serving the rest (other devices, dtypes NumPy lacks such as bfloat16,
-# wider keys) with the same results. As ops, the work they do stays in the
-# op counter's exact work metrics (gnnperf/measure/workcount.py), which sees
-# ATen and library ops, not NumPy calls.
+# serving the rest (small inputs, other devices, dtypes NumPy lacks such as
+# bfloat16, wider keys) with the same results. As ops, the op counter
+# (gnnperf/measure/workcount.py) counts them, their inputs and outputs, where
+# it counts a batch's making; the memory NumPy takes while it works is not
+# torch's and no memory figure sees it (those are a step's, on a batch made
+# before it).
 # Defined through torch.library.Library rather than @torch.library.custom_op,
 # whose Python wrappers cost more a call than a small graph's product itself.
 # Each op is registered once per process: a second import of this file (a
 # tool or the asv suite loading gnnperf from another path) finds it there.
 _LIBRARIES: list[torch.library.Library] = []  # an op lives as long as its library
+#: Keys from which NumPy's radix sort beats torch's CPU sort (below it the
+#: op's own cost dominates; measured on Cora-sized CSR builds), and entries
+#: from which two radix passes beat one sort of 64-bit keys.
+NUMPY_SORT_MIN_KEYS = 1024
+RADIX_ENTRY_ORDER_MIN = 4096
 
 
 def _define_once(schema: str, impls: dict[str, Callable], fake: Callable | None = None) -> None:
@@ -169,7 +176,8 @@ def _stored_positions_torch(entries: Tensor) -> Tensor:
 
 def _stored_positions_cpu(entries: Tensor) -> Tensor:
     if entries.dtype in _NUMPY_FLOATS:
-        return torch.from_numpy(numpy.flatnonzero(entries.numpy() != 0))
+        flat = numpy.flatnonzero(entries.detach().numpy() != 0)
+        return torch.from_numpy(flat.astype(numpy.int64, copy=False))
     return _stored_positions_torch(entries)
 
 
@@ -178,8 +186,9 @@ def _stable_order_torch(keys: Tensor, num_keys: int) -> Tensor:
 
 
 def _stable_order_cpu(keys: Tensor, num_keys: int) -> Tensor:
-    if num_keys <= 1 << 16:
-        return torch.from_numpy(numpy.argsort(keys.numpy().astype(numpy.uint16), kind="stable"))
+    if num_keys <= 1 << 16 and keys.numel() >= NUMPY_SORT_MIN_KEYS:
+        order = numpy.argsort(keys.numpy().astype(numpy.uint16), kind="stable")
+        return torch.from_numpy(order.astype(numpy.int64, copy=False))
     return _stable_order_torch(keys, num_keys)
 
 
@@ -192,20 +201,25 @@ _define_once("stable_order(Tensor keys, int num_keys) -> Tensor",
 def stored_positions(entries: Tensor) -> Tensor:
     """The positions of a vector's entries that are not zero (-0 is zero,
     NaN is not: torch's rule), int64."""
+    if entries.dim() != 1:
+        raise ValueError(f"stored_positions takes a vector, got {entries.dim()} dimensions")
     return torch.ops.gnnperf.stored_positions(entries)
 
 
 def stable_order(keys: Tensor, num_keys: int) -> Tensor:
-    """The permutation sorting :obj:`keys` (ids below :obj:`num_keys`),
-    equal keys in their stored order, int64."""
+    """The permutation sorting :obj:`keys`, integer ids in
+    ``[0, num_keys)`` (the callers' CSR indices; not checked, which would
+    cost a pass), equal keys in their stored order, int64."""
     return torch.ops.gnnperf.stable_order(keys, num_keys)
 
 
 def entry_order(row: Tensor, col: Tensor, shape: tuple[int, int]) -> Tensor:
     """The permutation putting :obj:`(row, col)` entries in row-major
     order, int64: two 16-bit radix passes (by column, then stably by row)
-    where both fit on CPU, else one sort of ``row * num_cols + col``."""
-    if row.device.type == "cpu" and max(shape) <= 1 << 16:
+    where both fit on CPU and there are enough entries, else one sort of
+    ``row * num_cols + col``."""
+    if row.device.type == "cpu" and max(shape) <= 1 << 16 \
+            and row.numel() >= RADIX_ENTRY_ORDER_MIN:
         by_col = stable_order(col, shape[1])
         return by_col.index_select(0, stable_order(row.index_select(0, by_col), shape[0]))
     return torch.argsort(row * shape[1] + col)
@@ -266,7 +280,7 @@ class CsrMatrix:
             # columns from them: half of to_sparse_csr's time on CPU (which
             # compares, scans twice and sorts), the same arrays (a test).
             rows, cols = dense.shape
-            entries = dense.detach().contiguous().view(-1)
+            entries = dense.contiguous().view(-1)
             flat = stored_positions(entries)
             row = flat.div(cols, rounding_mode="floor")
             crow = torch.zeros(rows + 1, dtype=torch.long)
@@ -388,20 +402,24 @@ class SparseFeatures(CsrMatrix):
 
     @staticmethod
     def density(x: Tensor) -> float:
-        """The share of :obj:`x`'s entries that are not zero, counted on
-        :data:`DENSITY_SAMPLE_ROWS` rows drawn at random (a generator of its
-        own, seeded: the same rows every time, and the training's random
-        numbers untouched) where :obj:`x` has more: it decides a
-        representation, and a full count of Cora's features costs a third of
-        the fast path's first epoch. Random rows, not evenly spaced ones, which
-        a periodic layout could alias."""
+        """The share of :obj:`x`'s entries that are not zero, estimated on
+        :data:`DENSITY_SAMPLE_ROWS` rows drawn at random where :obj:`x` has
+        more (a generator of its own, seeded: the same rows every time, and
+        the training's random numbers untouched; random rows, not evenly
+        spaced ones, which a periodic layout could alias) and counted whole
+        where the estimate lands within a quarter of
+        :data:`SPARSE_FEATURES_MAX_DENSITY`, whose decision a sample's error
+        could flip there. It decides a representation, and a whole count of
+        Cora's features costs a third of the fast path's first epoch."""
         if x.dim() < 2 or x.size(0) <= DENSITY_SAMPLE_ROWS:
-            rows = x
-        else:
-            generator = torch.Generator(device=x.device).manual_seed(0)
-            rows = x.index_select(0, torch.randint(x.size(0), (DENSITY_SAMPLE_ROWS,),
-                                                   generator=generator, device=x.device))
-        return _count_stored(rows) / max(rows.numel(), 1)
+            return _count_stored(x) / max(x.numel(), 1)
+        generator = torch.Generator(device=x.device).manual_seed(0)
+        rows = x.index_select(0, torch.randint(x.size(0), (DENSITY_SAMPLE_ROWS,),
+                                               generator=generator, device=x.device))
+        estimate = _count_stored(rows) / rows.numel()
+        if abs(estimate - SPARSE_FEATURES_MAX_DENSITY) < SPARSE_FEATURES_MAX_DENSITY / 4:
+            return _count_stored(x) / x.numel()
+        return estimate
 
     @staticmethod
     def pays_off(density: float) -> bool:

@@ -243,8 +243,9 @@ class VectorizedNeighborSampler(BaseSampler):
     def _floyd(self, degree: Tensor, k: int) -> Tensor:
         # Floyd's algorithm for a uniform k-subset of range(d), one row per
         # node: step i draws r in [0, d-k+i] and takes it, or d-k+i where r
-        # is taken already. The k draws are made in one go, then the steps
-        # run in order, each one comparison and one select over all rows.
+        # is taken already. Every step's bound and draw are worked out at
+        # once from the same uniform numbers, then the steps run in order,
+        # each one comparison and one select over all rows.
         u = torch.rand(degree.numel(), k, generator=self.generator,
                        device=self.device, dtype=torch.float64)
         upper = degree.unsqueeze(1) - k + torch.arange(k, device=self.device, dtype=degree.dtype)

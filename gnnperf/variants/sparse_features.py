@@ -10,8 +10,9 @@ from gnnperf.variants.base import Technique, TrainingRun
 class SparseFeaturesTechnique(Technique):
     r"""Keeps the node features as :class:`~gnnperf.models.SparseFeatures`
     (CSR, its transpose structure built once) when their density pays off
-    (:meth:`~gnnperf.models.SparseFeatures.pays_off`; recorded as
-    ``feature_density``, and whether it applied as ``sparse_features``;
+    (:meth:`~gnnperf.models.SparseFeatures.pays_off`; the density, a
+    sample's estimate away from the cut-off (:meth:`~gnnperf.models.SparseFeatures.density`),
+    recorded as ``feature_density``, and whether it applied as ``sparse_features``;
     denser features stay dense); the first layer
     drops out stored values only (the same distribution as dense dropout:
     zeros stay zero either way) and multiplies sparse by dense. With dropout
