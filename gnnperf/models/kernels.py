@@ -276,9 +276,10 @@ class CsrMatrix:
         transpose structure, which only a backward pass reads)."""
         _say_csr_is_beta_silently()
         if dense.device.type == "cpu" and dense.dim() == 2:
-            # One scan for the stored entries' flat positions, the rows and
-            # columns from them: half of to_sparse_csr's time on CPU (which
-            # compares, scans twice and sorts), the same arrays (a test).
+            # One scan for the stored entries' flat positions (NumPy's, the op
+            # stored_positions), the rows and columns from them: a fraction of
+            # to_sparse_csr's time on CPU (which compares, scans twice and
+            # sorts), the same arrays (a test).
             rows, cols = dense.shape
             entries = dense.contiguous().view(-1)
             flat = stored_positions(entries)
