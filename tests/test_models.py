@@ -435,6 +435,18 @@ def test_feature_density_is_counted_on_a_fixed_random_sample_of_rows():
     assert SparseFeatures.density(torch.zeros(0, 3)) == 0.0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_stored_entries_are_counted_as_torch_counts_them(dtype):
+    from gnnperf.models.kernels import _COUNT_CHUNK, _count_stored
+    # Across chunk boundaries (NumPy counts a chunk at a time), with NaN (stored)
+    # and -0 (not), in a transposed (non-contiguous) view.
+    x = torch.zeros(3 * _COUNT_CHUNK + 7)
+    x[torch.randint(x.numel(), (5000,), generator=torch.Generator().manual_seed(0))] = 1.5
+    x[[0, _COUNT_CHUNK - 1, _COUNT_CHUNK, x.numel() - 1]] = torch.tensor([float("nan"), -0.0, 2.0, 3.0])
+    x = x.to(dtype).view(-1, 1).expand(-1, 2).t()
+    assert _count_stored(x) == int(torch.count_nonzero(x))
+
+
 @pytest.mark.parametrize("count", [100, 5000])  # below and above NUMPY_SORT_MIN_KEYS
 @pytest.mark.parametrize("num_keys", [7, 1433, 1 << 16, (1 << 16) + 1])
 def test_stable_order_is_torchs_stable_argsort(num_keys, count):

@@ -253,3 +253,26 @@ def test_sampler_batches_are_those_of_its_step_by_step_reference(hub_graph, fano
         ours, reference = batched.sample(seeds), stepwise.sample(seeds)
         assert all(torch.equal(a, b) for a, b in zip(ours[:4], reference[:4]))
         assert ours[4:] == reference[4:]
+
+
+@pytest.fixture
+def threads():
+    # Sets torch's intra-op threads for a test, then restores them.
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+def test_sampler_batches_do_not_depend_on_the_thread_count(threads):
+    # A hop's dedup scatters well over torch's parallel grain (32768 entries),
+    # with every node repeated across the halves two threads would take.
+    graph = synthetic_graph(SyntheticSpec(20000, 20.0, 8, 4, hub_exponent=1.0), seed=1)
+    seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:2048]
+    batches = {}
+    for count in (1, 2):
+        threads(count)
+        sampler = VectorizedNeighborSampler(graph, [15, 10], seed=5)
+        batches[count] = [sampler.sample(seeds) for _ in range(3)]
+    for one, two in zip(batches[1], batches[2]):
+        assert all(torch.equal(a, b) for a, b in zip(one[:4], two[:4]))
+        assert one[4:] == two[4:]

