@@ -264,8 +264,8 @@ def threads():
 
 
 def test_sampler_batches_do_not_depend_on_the_thread_count(threads):
-    # A hop's dedup scatters well over torch's parallel grain (32768 entries),
-    # with every node repeated across the halves two threads would take.
+    # A hop dedups about 20k entries, well over index_put_'s parallel grain
+    # (3000), and thousands of nodes have copies in both halves two threads take.
     graph = synthetic_graph(SyntheticSpec(20000, 20.0, 8, 4, hub_exponent=1.0), seed=1)
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))[:2048]
     batches = {}

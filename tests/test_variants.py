@@ -1,6 +1,7 @@
 """The five variants on real Cora: accuracy, determinism, compilation."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -732,3 +733,13 @@ def test_the_gate_and_asv_time_no_step_twice():
         assert probe(root, [])["standard_variants"] == step_variants()  # the gate's cases
     finally:
         sys.path.remove(str(Path(root).resolve()))
+
+
+def test_a_cpu_build_takes_any_integer_seed_as_torch_manual_seed_does(cora):
+    # NumPy's integers too (torch.manual_seed converts them): the same stream.
+    weights = []
+    for seed in (3, np.int64(3)):
+        run = get_variant("baseline").build(cora, TrainConfig(seed=seed), CPU)
+        assert torch.initial_seed() == 3
+        weights.append([p.detach().clone() for p in run.model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights))

@@ -12,7 +12,7 @@ from gnnperf.errors import GnnperfError, UnknownVariant
 from gnnperf.models import MODELS, ModelSpec, get_model
 from gnnperf.ranks import ShardPolicy, current_shard
 from gnnperf.variants.amp import Amp
-from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun
+from gnnperf.variants.base import Batch, Technique, TrainConfig, TrainingRun, seed_generators
 from gnnperf.variants.checkpointed import Checkpointed
 from gnnperf.variants.cluster import Cluster
 from gnnperf.variants.compiled import Compiled
@@ -119,7 +119,7 @@ class Variant:
         reason = self.cannot_run_with(get_model(config.model))
         if reason:
             raise GnnperfError(reason)
-        _seed(config.seed, torch.device(device))
+        seed_generators(config.seed, torch.device(device))
         on_host = any(t.keeps_data_on_host for t in self.techniques)
         run = TrainingRun(data, config, device,
                           data_device=torch.device("cpu") if on_host else device)
@@ -130,18 +130,6 @@ class Variant:
         for technique in self.techniques:
             technique.apply(run)
         return run
-
-
-def _seed(seed: int, device: torch.device) -> None:
-    """Seeds the generators a run on :obj:`device` draws from. A CPU run
-    seeds the CPU's alone: ``torch.manual_seed`` seeds every backend's, and
-    where CUDA is not initialised it queues CUDA's seed with a formatted
-    stack, a fraction of a millisecond in every build and so in time to
-    accuracy's clock. The CPU generator's stream is the same either way."""
-    if device.type == "cpu":
-        torch.default_generator.manual_seed(seed)
-    else:
-        torch.manual_seed(seed)
 
 
 def model_pairs(variants: list[Variant], models: list[str], named: bool = False

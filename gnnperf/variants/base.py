@@ -181,6 +181,18 @@ def _rows(tensor: Tensor, index: Tensor | slice) -> Tensor:
     return tensor[index]
 
 
+def seed_generators(seed: int, device: torch.device) -> None:
+    """Seeds the generators a run on :obj:`device` draws from. A CPU run
+    seeds the CPU's alone: ``torch.manual_seed`` seeds every backend's, and
+    where CUDA is not initialised it queues CUDA's seed with a formatted
+    stack, a fraction of a millisecond in every build and so in time to
+    accuracy's clock. The CPU generator's stream is the same either way."""
+    if device.type == "cpu":
+        torch.default_generator.manual_seed(int(seed))
+    else:
+        torch.manual_seed(seed)
+
+
 class TrainingRun:
     r"""A model, its optimiser and its data, shaped by a variant's techniques.
 

@@ -9,7 +9,7 @@ import torch
 
 from gnnperf.ranks import AllReduceTimer
 from gnnperf.errors import GnnperfError
-from gnnperf.variants.base import Technique, TrainingRun
+from gnnperf.variants.base import Technique, TrainingRun, seed_generators
 
 # Fault injection for the tests and the docs' failure demo: "RANK:STEP" makes
 # that rank raise in its STEP-th forward pass.
@@ -47,7 +47,7 @@ class Ddp(Technique):
         ddp = DistributedDataParallel(run.model, device_ids=device_ids)
         timer = AllReduceTimer(run.device)
         ddp.register_comm_hook(None, timer.hook)
-        torch.manual_seed(run.config.seed + shard.rank)
+        seed_generators(run.config.seed + shard.rank, run.device)
         forward = ddp
         fault = os.environ.get(FAULT_ENV)
         if fault:
