@@ -132,7 +132,7 @@ def _time_to_accuracy(key: str, only: tuple[str, ...] | None = None) -> list[str
         reached = [e for e in r["epochs"] if e is not None]
         lines.append(
             f"| `{r['label']}` | {r['median_s']:.2f} | {r['spread_s'][0]:.2f}-{r['spread_s'][1]:.2f} "
-            f"| {r['reached']}/{len(r['seeds'])} | {int(statistics.median(reached))} "
+            f"| {r['reached']}/{len(r['seeds'])} | {statistics.median_low(reached)} "
             f"| {r['median_test_acc']:.3f} | {r['epoch_s'] * 1e3:.2f} | {r['setup_s']:.2f} |")
     return lines + ["", tta["verdict"].capitalize() + "."]
 
